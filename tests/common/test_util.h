@@ -1,0 +1,52 @@
+// Shared helpers for tests: where the real models live, which DDS domain a test owns.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+namespace ari::testing {
+
+// ARI_MODELS_DIR (environment) wins; otherwise the CMake default (../shared/models).
+inline std::filesystem::path ModelsDir() {
+  if (const char* env = std::getenv("ARI_MODELS_DIR"); env && *env) return env;
+  if (const char* def = std::getenv("ARI_MODELS_DIR_DEFAULT"); def && *def) return def;
+  return std::filesystem::path("../shared/models");
+}
+
+// Full path of a file under the models folder, or empty when absent.
+inline std::filesystem::path ModelFile(const std::string& rel) {
+  auto p = ModelsDir() / rel;
+  std::error_code ec;
+  return std::filesystem::exists(p, ec) ? p : std::filesystem::path();
+}
+
+// The DDS domain id this test executable owns (ctest sets ARI_TEST_DOMAIN uniquely per test).
+inline int TestDomainId() {
+  if (const char* env = std::getenv("ARI_TEST_DOMAIN"); env && *env) return std::atoi(env);
+  return 100 + static_cast<int>(getpid() % 100);  // run by hand: unlikely to collide
+}
+
+inline std::filesystem::path SourceDir() {
+  if (const char* env = std::getenv("ARI_SOURCE_DIR"); env && *env) return env;
+  return std::filesystem::current_path();
+}
+
+// A fresh scratch directory for this test process (removed by the caller if wanted).
+inline std::filesystem::path TempDir(const std::string& tag) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("ari_" + tag + "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace ari::testing
+
+// Skip the current test with a clear message when a model file is absent.
+#define ARI_REQUIRE_MODEL(var, rel)                                                      \
+  const std::filesystem::path var = ::ari::testing::ModelFile(rel);                      \
+  if (var.empty()) {                                                                     \
+    GTEST_SKIP() << "model data not found: " << (::ari::testing::ModelsDir() / (rel))    \
+                 << " (set ARI_MODELS_DIR to the shared/models folder)";                 \
+  }
