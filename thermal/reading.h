@@ -20,7 +20,8 @@ enum class SensorState : uint8_t {
 std::string_view SensorStateName(SensorState s);
 
 struct Reading {
-  double celsius = 0.0;          // meaningful only when state == kOk (last good otherwise)
+  double celsius = 0.0;          // meaningful only when state == kOk (last good otherwise,
+                                 // NaN when there never was one)
   SensorState state = SensorState::kNoSensor;
   int64_t time_ns = 0;           // clock time the value was taken (steady or virtual)
   std::string source;            // e.g. "sysfs:thermal_zone0(x86_pkg_temp)", "rc-model"

@@ -3,15 +3,33 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <unistd.h>
 
 namespace ari::testing {
 
+// When a test executable is run by hand (not through ctest, which sets the environment),
+// find its build tree's CMakeCache.txt above /proc/self/exe and read a value from it.
+inline std::string CMakeCacheValue(const std::string& prefix) {
+  std::error_code ec;
+  auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  for (int up = 0; up < 6 && !ec && !dir.empty(); ++up, dir = dir.parent_path()) {
+    std::ifstream cache(dir / "CMakeCache.txt");
+    if (!cache) continue;
+    for (std::string line; std::getline(cache, line);) {
+      if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+    }
+    return "";
+  }
+  return "";
+}
+
 // ARI_MODELS_DIR (environment) wins; otherwise the CMake default (../shared/models).
 inline std::filesystem::path ModelsDir() {
   if (const char* env = std::getenv("ARI_MODELS_DIR"); env && *env) return env;
   if (const char* def = std::getenv("ARI_MODELS_DIR_DEFAULT"); def && *def) return def;
+  if (auto v = CMakeCacheValue("ARI_MODELS_DIR:PATH="); !v.empty()) return v;
   return std::filesystem::path("../shared/models");
 }
 
@@ -30,6 +48,7 @@ inline int TestDomainId() {
 
 inline std::filesystem::path SourceDir() {
   if (const char* env = std::getenv("ARI_SOURCE_DIR"); env && *env) return env;
+  if (auto v = CMakeCacheValue("CMAKE_HOME_DIRECTORY:INTERNAL="); !v.empty()) return v;
   return std::filesystem::current_path();
 }
 

@@ -1,0 +1,233 @@
+// Micro-benchmarks of the matmul kernels per precision and ISA tier on TinyLlama-1.1B
+// shaped matrices, plus this machine's single-thread memory read bandwidth for context.
+//
+//   kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//
+// GEMV (decode) rotates over enough copies of the packed matrix (>= 256 MiB) that every
+// call streams its weights from DRAM, as in real decoding where all layers' weights pass
+// once per token; bytes_per_second is packed weight bytes per second. GEMM (prefill) uses
+// one copy: bytes_per_second counts weight bytes, items_per_second tokens.
+#include <benchmark/benchmark.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "runtime/kernels/kernels.h"
+#include "runtime/kernels/pack.h"
+
+namespace ari::runtime::kernels {
+namespace {
+
+constexpr size_t kStreamBytes = size_t{256} << 20;
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::byte, AlignedFree>;
+
+Buffer Alloc(size_t bytes) {
+  return Buffer(static_cast<std::byte*>(std::aligned_alloc(128, (bytes + 127) / 128 * 128)));
+}
+
+// Packed copies of one random matrix (kept for the whole run).
+struct Weights {
+  int64_t rows = 0, cols = 0, bytes = 0, copies = 0;
+  Buffer data;
+  PackedMatrix At(PackedPrecision p, int64_t i) const {
+    return {p, data.get() + i * bytes, rows, cols};
+  }
+};
+
+const Weights& GetWeights(PackedPrecision p, int64_t rows, int64_t cols, bool streaming) {
+  static std::map<std::tuple<int, int64_t, int64_t, bool>, Weights> cache;
+  auto key = std::make_tuple(static_cast<int>(p), rows, cols, streaming);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Weights w;
+  w.rows = rows;
+  w.cols = cols;
+  w.bytes = PackedBytes(p, rows, cols);
+  w.copies = streaming ? static_cast<int64_t>(kStreamBytes / static_cast<size_t>(w.bytes)) + 1 : 1;
+  w.data = Alloc(static_cast<size_t>(w.bytes * w.copies));
+  std::mt19937 rng(42);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<float> src(static_cast<size_t>(rows * cols));
+  for (auto& v : src) v = dist(rng);
+  (void)PackF32(p, src.data(), rows, cols, {w.data.get(), static_cast<size_t>(w.bytes)});
+  for (int64_t i = 1; i < w.copies; ++i) {
+    std::memcpy(w.data.get() + i * w.bytes, w.data.get(), static_cast<size_t>(w.bytes));
+  }
+  return cache.emplace(key, std::move(w)).first->second;
+}
+
+struct Activations {
+  std::vector<uint16_t> f16;
+  std::vector<BlockQ8A> q8a;
+  int64_t ld16, ldq;
+};
+
+Activations MakeActivations(int64_t n, int64_t cols) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(cols));
+  Activations a;
+  a.ld16 = PaddedCols(cols);
+  a.ldq = Groups(cols);
+  a.f16.resize(static_cast<size_t>(n * a.ld16));
+  a.q8a.resize(static_cast<size_t>(n * a.ldq));
+  for (int64_t t = 0; t < n; ++t) {
+    for (auto& v : x) v = dist(rng);
+    ConvertActF16(KernelsFor(IsaTier::kScalar), x.data(), cols, a.f16.data() + t * a.ld16);
+    QuantizeActQ8A(KernelsFor(IsaTier::kScalar), x.data(), cols, a.q8a.data() + t * a.ldq);
+  }
+  return a;
+}
+
+void BmGemv(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t rows,
+            int64_t cols) {
+  const KernelTable& k = KernelsFor(tier);
+  const Weights& w = GetWeights(p, rows, cols, /*streaming=*/true);
+  const Activations a = MakeActivations(1, cols);
+  std::vector<float> y(static_cast<size_t>(rows));
+  int64_t i = 0;
+  for (auto _ : state) {
+    const PackedMatrix m = w.At(p, i);
+    if (p == PackedPrecision::kW8) {
+      k.gemv_w8a16(m, a.f16.data(), y.data(), 0, rows);
+    } else {
+      k.gemv_w4a8(m, a.q8a.data(), y.data(), 0, rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    if (++i == w.copies) i = 0;
+  }
+  state.SetBytesProcessed(state.iterations() * w.bytes);
+}
+
+void BmGemm(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t rows,
+            int64_t cols, int64_t n) {
+  const KernelTable& k = KernelsFor(tier);
+  const Weights& w = GetWeights(p, rows, cols, /*streaming=*/false);
+  const Activations a = MakeActivations(n, cols);
+  std::vector<float> y(static_cast<size_t>(rows * n));
+  const PackedMatrix m = w.At(p, 0);
+  for (auto _ : state) {
+    if (p == PackedPrecision::kW8) {
+      k.gemm_w8a16(m, a.f16.data(), a.ld16, n, y.data(), rows, 0, rows);
+    } else {
+      k.gemm_w4a8(m, a.q8a.data(), a.ldq, n, y.data(), rows, 0, rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * w.bytes);
+  state.SetItemsProcessed(state.iterations() * n);
+  state.counters["GMAC/s"] = benchmark::Counter(
+      static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations()) * 1e-9,
+      benchmark::Counter::kIsRate);
+}
+
+// Single-thread streaming read of a 512 MiB buffer (sum of 64-bit words, 4 x 256-bit
+// accumulators when AVX2 is available).
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t SumAvx2(const std::byte* p, size_t bytes) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i < bytes; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t v[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(v), s);
+  return v[0] + v[1] + v[2] + v[3];
+}
+#endif
+
+uint64_t SumScalar(const std::byte* p, size_t bytes) {  // any CPU
+  uint64_t s0 = 0, s1 = 0;
+  for (size_t i = 0; i < bytes; i += 16) {
+    uint64_t a, b;
+    std::memcpy(&a, p + i, 8);
+    std::memcpy(&b, p + i + 8, 8);
+    s0 += a;
+    s1 += b;
+  }
+  return s0 + s1;
+}
+
+void BmMemRead(benchmark::State& state) {
+  const size_t bytes = size_t{512} << 20;
+  static Buffer buf = [&] {
+    Buffer b = Alloc(bytes);
+    std::memset(b.get(), 1, bytes);
+    return b;
+  }();
+#if defined(__x86_64__)
+  const bool avx2 = IsaTierSupported(IsaTier::kAvx2);
+#else
+  const bool avx2 = false;
+  auto SumAvx2 = SumScalar;
+#endif
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(avx2 ? SumAvx2(buf.get(), bytes) : SumScalar(buf.get(), bytes));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+
+struct Shape {
+  const char* name;
+  int64_t rows, cols;
+};
+constexpr Shape kShapes[] = {
+    {"2048x2048", 2048, 2048},  // attention projections (K, V are 256x2048)
+    {"5632x2048", 5632, 2048},  // FFN gate / up
+    {"2048x5632", 2048, 5632},  // FFN down
+};
+
+void RegisterAll() {
+  benchmark::RegisterBenchmark("MemRead/1thread", BmMemRead)->Unit(benchmark::kMillisecond);
+  for (IsaTier tier : SupportedIsaTiers()) {
+    if (!IsaTierCompiled(tier)) continue;
+    const std::string t(IsaTierName(tier));
+    for (PackedPrecision p : {PackedPrecision::kW8, PackedPrecision::kW4}) {
+      const std::string prec = p == PackedPrecision::kW8 ? "W8A16" : "W4A8";
+      for (const Shape& s : kShapes) {
+        benchmark::RegisterBenchmark(("Gemv" + prec + "/" + t + "/" + s.name).c_str(), BmGemv,
+                                     tier, p, s.rows, s.cols)
+            ->Unit(benchmark::kMicrosecond);
+        // The scalar GEMM only at a small N (it is the reference, not a prefill path).
+        for (int64_t n : tier == IsaTier::kScalar ? std::vector<int64_t>{4}
+                                                  : std::vector<int64_t>{16, 128}) {
+          benchmark::RegisterBenchmark(
+              ("Gemm" + prec + "/" + t + "/" + s.name + "/n" + std::to_string(n)).c_str(), BmGemm,
+              tier, p, s.rows, s.cols, n)
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ari::runtime::kernels
+
+int main(int argc, char** argv) {
+  ari::runtime::kernels::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

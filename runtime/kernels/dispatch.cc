@@ -1,0 +1,180 @@
+// Tier resolution and the tier-independent compositions (fusions built from table ops
+// on L1-sized chunks, so every tier gets them without extra SIMD code).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "runtime/kernels/kernel_tiers.h"
+#include "runtime/kernels/kernels.h"
+
+namespace ari::runtime::kernels {
+namespace {
+
+// Tables hold only function addresses (constant-initialized: nothing of an ISA-specific
+// file executes until a kernel of a supported tier is called).
+#define ARI_KERNEL_TABLE(ns, tier_value, mm)                                              \
+  KernelTable {                                                                          \
+    .tier = tier_value, .gemv_w8a16 = internal::mm::GemvW8A16,                           \
+    .gemm_w8a16 = internal::mm::GemmW8A16, .gemv_w4a8 = internal::mm::GemvW4A8,          \
+    .gemm_w4a8 = internal::mm::GemmW4A8, .quantize_q8a = internal::ns::QuantizeQ8A,      \
+    .convert_f16 = internal::ns::ConvertF16, .convert_bf16 = internal::ns::ConvertBf16,  \
+    .sum_squares = internal::ns::SumSquares, .scale_mul = internal::ns::ScaleMul,        \
+    .swiglu = internal::ns::SwiGlu, .attn_scores_f16 = internal::ns::AttnScoresF16,      \
+    .attn_scores_f32 = internal::ns::AttnScoresF32, .softmax = internal::ns::Softmax,    \
+    .attn_values_f16 = internal::ns::AttnValuesF16,                                      \
+    .attn_values_f32 = internal::ns::AttnValuesF32,                                      \
+  }
+
+constexpr KernelTable kScalarTable = ARI_KERNEL_TABLE(scalar, IsaTier::kScalar, scalar);
+#if defined(__x86_64__)
+constexpr KernelTable kAvx2Table = ARI_KERNEL_TABLE(avx2, IsaTier::kAvx2, avx2);
+// AVX-512 tier: own matmuls, AVX2 element-wise/attention kernels (not bandwidth critical;
+// 512-bit versions can replace them without touching callers).
+constexpr KernelTable kAvx512Table = ARI_KERNEL_TABLE(avx2, IsaTier::kAvx512Vnni, avx512);
+#endif
+#undef ARI_KERNEL_TABLE
+
+// Own table of a tier, or nullptr when this build has no kernels for it.
+const KernelTable* OwnTable(IsaTier tier) {
+  switch (tier) {
+    case IsaTier::kScalar: return &kScalarTable;
+#if defined(__x86_64__)
+    case IsaTier::kAvx2: return &kAvx2Table;
+    case IsaTier::kAvx512Vnni: return &kAvx512Table;
+#endif
+    default: return nullptr;  // NEON kernels come with the ARM port
+  }
+}
+
+// Next lower tier of the same family.
+IsaTier Lower(IsaTier tier) {
+  switch (tier) {
+    case IsaTier::kAvx512Vnni: return IsaTier::kAvx2;
+    case IsaTier::kNeonI8mm: return IsaTier::kNeonDotprod;
+    case IsaTier::kNeonDotprod: return IsaTier::kNeon;
+    default: return IsaTier::kScalar;
+  }
+}
+
+constexpr int64_t kChunk = 256;  // fused ops work on chunks of this many values (1 KiB)
+
+}  // namespace
+
+const KernelTable& KernelsFor(IsaTier tier) {
+  static const std::array<const KernelTable*, kNumIsaTiers> resolved = [] {
+    std::array<const KernelTable*, kNumIsaTiers> r{};
+    for (int i = 0; i < kNumIsaTiers; ++i) {
+      IsaTier t = static_cast<IsaTier>(i);
+      while (OwnTable(t) == nullptr) t = Lower(t);
+      r[static_cast<size_t>(i)] = OwnTable(t);
+    }
+    return r;
+  }();
+  return *resolved[static_cast<size_t>(tier)];
+}
+
+const KernelTable& ActiveKernels() { return KernelsFor(ActiveIsaTier()); }
+
+bool IsaTierCompiled(IsaTier tier) { return OwnTable(tier) != nullptr; }
+
+Result<void> CheckMatmulArgs(const PackedMatrix& w, PackedPrecision expected, int64_t r0,
+                             int64_t r1) {
+  if (w.precision != expected) {
+    return MakeError(ErrorCode::kInvalidArgument, "packed matrix has the wrong precision");
+  }
+  if (w.data == nullptr || w.rows <= 0 || w.cols <= 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "packed matrix is empty (rows " + std::to_string(w.rows) + ", cols " +
+                         std::to_string(w.cols) + ")");
+  }
+  if (r0 < 0 || r0 > r1 || r1 > w.rows) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "row range [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                         ") outside [0, " + std::to_string(w.rows) + ")");
+  }
+  return {};
+}
+
+void ConvertActF16(const KernelTable& k, const float* x, int64_t cols, uint16_t* out) {
+  k.convert_f16(x, cols, out);
+  std::fill(out + cols, out + PaddedCols(cols), uint16_t{0});
+}
+
+void QuantizeActQ8A(const KernelTable& k, const float* x, int64_t cols, BlockQ8A* out) {
+  const int64_t full = cols / kGroup;
+  if (full > 0) k.quantize_q8a(x, full * kGroup, out);
+  const int64_t tail = cols - full * kGroup;
+  if (tail > 0) {
+    alignas(64) float buf[kGroup] = {};
+    std::memcpy(buf, x + full * kGroup, static_cast<size_t>(tail) * sizeof(float));
+    k.quantize_q8a(buf, kGroup, out + full);
+  }
+}
+
+namespace {
+
+float RmsScale(const KernelTable& k, const float* x, int64_t cols, float eps) {
+  const float ss = k.sum_squares(x, cols);
+  return 1.0f / std::sqrt(ss / static_cast<float>(cols) + eps);
+}
+
+// Runs `make(c, len, buf)` to produce values [c, c + len) into buf, then `emit` them.
+template <class Make, class Emit>
+void Chunked(int64_t cols, Make make, Emit emit) {
+  alignas(128) float buf[kChunk];
+  for (int64_t c = 0; c < cols; c += kChunk) {
+    const int64_t len = std::min(kChunk, cols - c);
+    make(c, len, buf);
+    emit(c, len, buf);
+  }
+}
+
+// Emits values as Q8A groups (a chunk is a multiple of 32 except the last one: pad it).
+void EmitQ8A(const KernelTable& k, int64_t c, int64_t len, float* buf, BlockQ8A* out) {
+  const int64_t padded = PaddedCols(len);
+  std::fill(buf + len, buf + padded, 0.0f);
+  k.quantize_q8a(buf, padded, out + c / kGroup);
+}
+
+}  // namespace
+
+void RmsNorm(const KernelTable& k, const float* x, const float* weight, int64_t cols, float eps,
+             float* out) {
+  k.scale_mul(x, weight, RmsScale(k, x, cols, eps), cols, out);
+}
+
+void RmsNormToF16(const KernelTable& k, const float* x, const float* weight, int64_t cols,
+                  float eps, uint16_t* out) {
+  const float s = RmsScale(k, x, cols, eps);
+  Chunked(
+      cols, [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
+      [&](int64_t c, int64_t len, float* buf) { k.convert_f16(buf, len, out + c); });
+  std::fill(out + cols, out + PaddedCols(cols), uint16_t{0});
+}
+
+void RmsNormToQ8A(const KernelTable& k, const float* x, const float* weight, int64_t cols,
+                  float eps, BlockQ8A* out) {
+  const float s = RmsScale(k, x, cols, eps);
+  Chunked(
+      cols, [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
+      [&](int64_t c, int64_t len, float* buf) { EmitQ8A(k, c, len, buf, out); });
+}
+
+void SwiGluToF16(const KernelTable& k, const float* gate, const float* up, int64_t cols,
+                 uint16_t* out) {
+  Chunked(
+      cols, [&](int64_t c, int64_t len, float* buf) { k.swiglu(gate + c, up + c, len, buf); },
+      [&](int64_t c, int64_t len, float* buf) { k.convert_f16(buf, len, out + c); });
+  std::fill(out + cols, out + PaddedCols(cols), uint16_t{0});
+}
+
+void SwiGluToQ8A(const KernelTable& k, const float* gate, const float* up, int64_t cols,
+                 BlockQ8A* out) {
+  Chunked(
+      cols, [&](int64_t c, int64_t len, float* buf) { k.swiglu(gate + c, up + c, len, buf); },
+      [&](int64_t c, int64_t len, float* buf) { EmitQ8A(k, c, len, buf, out); });
+}
+
+}  // namespace ari::runtime::kernels

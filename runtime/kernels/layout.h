@@ -1,0 +1,98 @@
+// Data layouts the kernels read and write. All multi-byte values are little-endian.
+//
+// Common terms: a matrix has `rows` output rows (M) and `cols` inputs (K). K is split into
+// G = ceil(K / 32) groups of 32 ("quant groups", as GGUF Q8_0/Q4_0). When K % 32 != 0 the
+// last group is zero-padded: padded weights are 0 (W8: q = 0; W4: q = 8, i.e. value 0) and
+// activation rows are padded with zeros to Kp = 32 * G elements by the converters below, so
+// kernels never handle a tail. Rows are interleaved in blocks of kRowInterleave = 8 rows;
+// when M % 8 != 0 the last row block is padded with zero rows (scale 0), whose outputs are
+// never written.
+//
+// ---- W8A16 packed weights (PackedPrecision::kW8) ----
+// Per row block b (rows 8b .. 8b+7), groups g = 0 .. G-1 in order, each a 272-byte tile:
+//   bytes [0, 16):    8 x fp16 scale d[r]     (r = row within the block, GGUF Q8_0 `d`)
+//   bytes [16, 272):  8 x 32 int8 quants, row r at [16 + 32 r, 16 + 32 r + 32), element j of
+//                     the group at offset j  (GGUF Q8_0 `qs`, unchanged)
+// Row block b starts at byte b * G * 272. Value: w[r][32 g + j] = d[r] * q[r][j].
+// Values are byte-identical to GGUF Q8_0 blocks (d and qs), only the order changes, so a
+// Q8_0 GGUF row packs without requantization.
+//
+// ---- W4A8 packed weights (PackedPrecision::kW4) ----
+// Per row block b, groups g = 0 .. G-1 in order, each a 144-byte tile:
+//   bytes [0, 16):    8 x fp16 scale d[r]     (GGUF Q4_0 `d`)
+//   bytes [16, 144):  128 bytes of nibbles. Byte 16 + 32 v + 4 r + e (v = 0..3, r = row
+//                     0..7, e = 0..3) holds, in its low nibble, quant q[r][4 v + e] and in
+//                     its high nibble q[r][16 + 4 v + e]; q in 0..15.
+// Value: w[r][32 g + j] = d[r] * (q[r][j] - 8)  (GGUF Q4_0 semantics, same d and nibbles).
+// Why: one 32-byte load, masked (low) or shifted (high), gives for all 8 rows 4 consecutive
+// quants each, in the 4-byte lane of that row; broadcasting 4 activation bytes to all lanes
+// lets maddubs/madd (AVX2), vpdpbusd (VNNI) or sdot (NEON) produce one int32 per row with
+// no horizontal reduction, and the 8 per-row results of a group land in one vector that is
+// scaled by the 8 row scales at once.
+//
+// ---- W8A16 activations ----
+// fp16 (IEEE binary16), Kp elements per token, elements [K, Kp) zero. fp16 rather than bf16
+// because its 11-bit significand keeps the quality mode close to fp32 (relative rounding
+// error 2^-11 vs 2^-8 for bf16, i.e. smaller than the Q8_0 weight error instead of larger),
+// and both x86 (F16C vcvtph2ps) and ARM (fcvtl) convert it in one instruction. The range
+// (|x| <= 65504) is enough for normalized/SwiGLU activations; the converters saturate
+// larger values instead of producing Inf. Accumulation is fp32.
+//
+// ---- W4A8 activations: BlockQ8A (40 bytes per group of 32) ----
+// float d; int32 sum; int8 qs[32]: x[j] ~= d * qs[j], qs in [-127, 127], d = max|x| / 127,
+// qs = round-to-nearest-even(x / d) computed as x * (1 / d), sum = sum of qs[j] (precomputed
+// for the Q4_0 zero point: sum_j (q_j - 8) a_j = sum_j q_j a_j - 8 * sum). Internal format
+// (fp32 d, not GGUF's fp16), never stored in files.
+//
+// ---- Outputs ----
+// fp32. GEMV writes y[r] for r in [r0, r1); GEMM writes y[t * ldy + r] (token-major, so a
+// layer's output rows are the next layer's activation rows).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ari::runtime::kernels {
+
+inline constexpr int kGroup = 32;           // quant group (GGUF QK8_0 == QK4_0)
+inline constexpr int kRowInterleave = 8;    // rows per packed row block
+inline constexpr int64_t kW8TileBytes = 16 + 8 * 32;  // 272
+inline constexpr int64_t kW4TileBytes = 16 + 8 * 16;  // 144
+inline constexpr int64_t kBufferAlign = 128;          // recommended buffer alignment
+
+enum class PackedPrecision : uint8_t { kW8 = 0, kW4 = 1 };
+
+// W4A8 activation group.
+struct BlockQ8A {
+  float d;
+  int32_t sum;
+  int8_t qs[kGroup];
+};
+static_assert(sizeof(BlockQ8A) == 40);
+
+// A packed matrix as kernels see it (a view: the bytes live in a mapped file or arena).
+struct PackedMatrix {
+  PackedPrecision precision = PackedPrecision::kW8;
+  const std::byte* data = nullptr;
+  int64_t rows = 0;  // M (logical, unpadded)
+  int64_t cols = 0;  // K (logical, unpadded)
+};
+
+constexpr int64_t Groups(int64_t cols) { return (cols + kGroup - 1) / kGroup; }
+constexpr int64_t PaddedCols(int64_t cols) { return Groups(cols) * kGroup; }
+constexpr int64_t RowBlocks(int64_t rows) { return (rows + kRowInterleave - 1) / kRowInterleave; }
+constexpr int64_t TileBytes(PackedPrecision p) {
+  return p == PackedPrecision::kW8 ? kW8TileBytes : kW4TileBytes;
+}
+// Bytes of one packed row block (8 rows x all groups) and of the whole matrix.
+constexpr int64_t RowBlockBytes(PackedPrecision p, int64_t cols) {
+  return Groups(cols) * TileBytes(p);
+}
+constexpr int64_t PackedBytes(PackedPrecision p, int64_t rows, int64_t cols) {
+  return RowBlocks(rows) * RowBlockBytes(p, cols);
+}
+// Elements of a W8A16 activation row (fp16) and blocks of a W4A8 activation row.
+constexpr int64_t ActF16Elems(int64_t cols) { return PaddedCols(cols); }
+constexpr int64_t ActQ8ABlocks(int64_t cols) { return Groups(cols); }
+
+}  // namespace ari::runtime::kernels

@@ -1,0 +1,125 @@
+// CPU feature detection, ISA tier ordering and runtime lowering of the dispatch tier.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/kernels/cpu_features.h"
+#include "runtime/kernels/kernels.h"
+#include "runtime/kernels/pack.h"
+#include "tests/runtime/kernels_test_util.h"
+
+namespace ari::runtime::kernels {
+namespace {
+
+// Restores the max tier after each test (the setting is process-global).
+class DispatchTest : public ::testing::Test {
+ protected:
+  void TearDown() override { ASSERT_TRUE(SetMaxIsaTier(BestIsaTier())); }
+};
+
+TEST_F(DispatchTest, DetectsConsistentFeatures) {
+  const CpuFeatures& f = DetectCpuFeatures();
+  EXPECT_TRUE(!f.avx2 || f.avx);
+  EXPECT_TRUE(!f.avx512vnni || f.avx512f);
+  EXPECT_TRUE(!(f.avx512bw || f.avx512vl || f.avx512dq) || f.avx512f);
+  const auto tiers = SupportedIsaTiers();
+  ASSERT_FALSE(tiers.empty());
+  EXPECT_EQ(tiers.front(), IsaTier::kScalar);
+  EXPECT_EQ(tiers.back(), BestIsaTier());
+  for (size_t i = 1; i < tiers.size(); ++i) {
+    EXPECT_LT(IsaTierRank(tiers[i - 1]), IsaTierRank(tiers[i]));
+  }
+#if defined(__x86_64__)
+  EXPECT_EQ(IsaTierSupported(IsaTier::kAvx2), f.avx2 && f.fma && f.f16c);
+  EXPECT_FALSE(IsaTierSupported(IsaTier::kNeon));
+#endif
+  std::printf("CPU: best tier %s; avx2=%d fma=%d f16c=%d avx512f=%d bw=%d vl=%d dq=%d vnni=%d\n",
+              std::string(IsaTierName(BestIsaTier())).c_str(), f.avx2, f.fma, f.f16c, f.avx512f,
+              f.avx512bw, f.avx512vl, f.avx512dq, f.avx512vnni);
+}
+
+TEST_F(DispatchTest, NamesRoundTrip) {
+  for (int i = 0; i < kNumIsaTiers; ++i) {
+    const auto t = static_cast<IsaTier>(i);
+    auto parsed = ParseIsaTier(IsaTierName(t));
+    ASSERT_TRUE(parsed);
+    EXPECT_EQ(*parsed, t);
+  }
+  EXPECT_FALSE(ParseIsaTier("avx1024"));
+}
+
+TEST_F(DispatchTest, DefaultIsBestAndLoweringClamps) {
+  EXPECT_EQ(ActiveIsaTier(), BestIsaTier());
+  EXPECT_EQ(ActiveKernels().tier, BestIsaTier());
+  ASSERT_TRUE(SetMaxIsaTier(IsaTier::kScalar));
+  EXPECT_EQ(MaxIsaTier(), IsaTier::kScalar);
+  EXPECT_EQ(ActiveIsaTier(), IsaTier::kScalar);
+  EXPECT_EQ(ActiveKernels().tier, IsaTier::kScalar);
+#if defined(__x86_64__)
+  // Asking for more than the CPU has clamps to the best supported tier below it.
+  ASSERT_TRUE(SetMaxIsaTier(IsaTier::kAvx512Vnni));
+  EXPECT_EQ(MaxIsaTier(), IsaTier::kAvx512Vnni);
+  EXPECT_EQ(ActiveIsaTier(), BestIsaTier());
+  EXPECT_FALSE(SetMaxIsaTier(IsaTier::kNeonDotprod));  // other architecture
+  EXPECT_EQ(MaxIsaTier(), IsaTier::kAvx512Vnni);        // unchanged on error
+#endif
+}
+
+TEST_F(DispatchTest, UncompiledTiersFallBack) {
+  EXPECT_TRUE(IsaTierCompiled(IsaTier::kScalar));
+  for (int i = 0; i < kNumIsaTiers; ++i) {
+    const auto t = static_cast<IsaTier>(i);
+    const KernelTable& k = KernelsFor(t);
+    if (IsaTierCompiled(t)) {
+      EXPECT_EQ(k.tier, t);
+    } else {
+      EXPECT_LT(IsaTierRank(k.tier), IsaTierRank(t)) << IsaTierName(t);
+    }
+  }
+}
+
+// The governor lowers the tier between chunks: the dispatching entry points switch paths
+// at once, and results stay within the path tolerance (W4A8: bit-identical).
+TEST_F(DispatchTest, LoweringTierAtRuntimeSwitchesPaths) {
+  std::mt19937 rng(31);
+  const int64_t rows = 40, cols = 2048;
+  const auto w = testing::RandomVec(rng, static_cast<size_t>(rows * cols), 0.05f);
+  std::vector<std::byte> p4(static_cast<size_t>(PackedBytes(PackedPrecision::kW4, rows, cols)));
+  ASSERT_TRUE(PackF32(PackedPrecision::kW4, w.data(), rows, cols, p4));
+  const PackedMatrix m{PackedPrecision::kW4, p4.data(), rows, cols};
+  const auto x = testing::RandomVec(rng, static_cast<size_t>(cols));
+  std::vector<BlockQ8A> xq(static_cast<size_t>(Groups(cols)));
+  QuantizeActQ8A(x.data(), cols, xq.data());
+  std::vector<float> y_best(rows), y_low(rows);
+  GemvW4A8(m, xq.data(), y_best.data(), 0, rows);
+  std::vector<IsaTier> seen;
+  for (auto it = SupportedIsaTiers().rbegin(); it != SupportedIsaTiers().rend(); ++it) {
+    ASSERT_TRUE(SetMaxIsaTier(*it));
+    seen.push_back(ActiveKernels().tier);
+    GemvW4A8(m, xq.data(), y_low.data(), 0, rows);
+    EXPECT_EQ(y_low, y_best) << "tier " << IsaTierName(*it);
+  }
+  EXPECT_EQ(seen.back(), IsaTier::kScalar);
+  EXPECT_EQ(seen.size(), SupportedIsaTiers().size());
+}
+
+// Setting the tier from one thread while others dispatch is race-free (TSan/ASan food).
+TEST_F(DispatchTest, ConcurrentLoweringIsSafe) {
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    int n = 0;
+    while (!stop.load()) n += static_cast<int>(ActiveKernels().tier);
+    EXPECT_GE(n, 0);
+  });
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(SetMaxIsaTier(i % 2 ? IsaTier::kScalar : BestIsaTier()));
+  stop = true;
+  reader.join();
+}
+
+}  // namespace
+}  // namespace ari::runtime::kernels
