@@ -50,6 +50,7 @@ struct EngineOptions {
   KvType kv_type = KvType::kF16;  // initial KV precision of every slot
   std::vector<int> cpus;          // initial CPU set of the pool; empty = all online CPUs
   int32_t threads = 0;            // pool size; 0 = cpus.size()
+  bool require_tokenizer = false; // without a tokenizer: no text, no EOG stop (tests)
 };
 
 // What is applied before a chunk runs (the governor's decision, in runtime terms).
@@ -88,6 +89,7 @@ struct ChunkResult {
   Precision precision = Precision::kReference;  // what actually ran
   kernels::IsaTier isa = kernels::IsaTier::kScalar;
   int32_t threads = 1;
+  int32_t layers_dropped = 0;         // blocks skipped (0 when the pack has no importance)
 };
 
 // Bytes per part of the arena, as printed by `ari-run --memory-plan`.
@@ -129,6 +131,9 @@ class Engine {
   virtual int32_t SlotPosition(int32_t slot) const = 0;  // tokens in the slot's KV
 
   virtual PinningReport Pinning() const = 0;
+  // Bytes of weights one decoded token reads in `p` (packed matrices + one embedding row;
+  // kReference: the plain file's linear weights). For roofline figures.
+  virtual uint64_t WeightBytesPerToken(Precision p) const = 0;
 };
 
 }  // namespace ari::runtime

@@ -126,7 +126,9 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
     return MakeError(ErrorCode::kFormat, f.name() + ": token_embd.weight has a bad vocab size");
   }
   c.vocab_size = static_cast<int32_t>(embd->ne[1]);
-  c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
+  // ari-pack hook: a pack names an untied classifier output.weight.w8 (see pack_file.h).
+  c.tied_embeddings = f.FindTensor("output.weight") == nullptr &&
+                      f.FindTensor("output.weight.w8") == nullptr;
   if (auto r = c.Validate(); !r) {
     return MakeError(r.error().code, f.name() + ": " + r.error().message);
   }

@@ -88,6 +88,9 @@ Result<WeightMatrix> Bind(const GgufFile& f, const std::string& name, int64_t ro
 
 Result<ModelWeights> ModelWeights::FromGguf(const GgufFile& f, const ModelConfig& c) {
   ModelWeights w;
+  // ari-pack hook: a pack (runtime/pack_file.h) holds the linear weights only in packed
+  // form (<name>.w8/.w4), so they are optional here and left absent.
+  const bool packed = f.Has("ari.pack.version");
   const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), ffn = c.ffn_dim;
   const int64_t vocab = c.vocab_size;
   auto bind = [&](WeightMatrix& dst, const std::string& name, int64_t rows, int64_t cols,
@@ -106,26 +109,26 @@ Result<ModelWeights> ModelWeights::FromGguf(const GgufFile& f, const ModelConfig
   if (c.tied_embeddings) {
     w.output = w.token_embd;
   } else {
-    ARI_BIND(w.output, "output.weight", vocab, dim);
+    ARI_BIND(w.output, "output.weight", vocab, dim, packed);
   }
   w.layers.resize(static_cast<size_t>(c.n_layers));
   for (int32_t l = 0; l < c.n_layers; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
     ARI_BIND(L.attn_norm, p + "attn_norm.weight", 0, dim);
-    ARI_BIND(L.attn_q, p + "attn_q.weight", q_dim, dim);
-    ARI_BIND(L.attn_k, p + "attn_k.weight", kv_dim, dim);
-    ARI_BIND(L.attn_v, p + "attn_v.weight", kv_dim, dim);
-    ARI_BIND(L.attn_output, p + "attn_output.weight", dim, q_dim);
+    ARI_BIND(L.attn_q, p + "attn_q.weight", q_dim, dim, packed);
+    ARI_BIND(L.attn_k, p + "attn_k.weight", kv_dim, dim, packed);
+    ARI_BIND(L.attn_v, p + "attn_v.weight", kv_dim, dim, packed);
+    ARI_BIND(L.attn_output, p + "attn_output.weight", dim, q_dim, packed);
     if (c.qkv_bias) {
       ARI_BIND(L.attn_q_bias, p + "attn_q.bias", 0, q_dim);
       ARI_BIND(L.attn_k_bias, p + "attn_k.bias", 0, kv_dim);
       ARI_BIND(L.attn_v_bias, p + "attn_v.bias", 0, kv_dim);
     }
     ARI_BIND(L.ffn_norm, p + "ffn_norm.weight", 0, dim);
-    ARI_BIND(L.ffn_gate, p + "ffn_gate.weight", ffn, dim);
-    ARI_BIND(L.ffn_up, p + "ffn_up.weight", ffn, dim);
-    ARI_BIND(L.ffn_down, p + "ffn_down.weight", dim, ffn);
+    ARI_BIND(L.ffn_gate, p + "ffn_gate.weight", ffn, dim, packed);
+    ARI_BIND(L.ffn_up, p + "ffn_up.weight", ffn, dim, packed);
+    ARI_BIND(L.ffn_down, p + "ffn_down.weight", dim, ffn, packed);
   }
 #undef ARI_BIND
   return w;

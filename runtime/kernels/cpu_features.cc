@@ -197,15 +197,18 @@ std::span<const IsaTier> SupportedIsaTiers() {
 
 IsaTier BestIsaTier() { return SupportedIsaTiers().back(); }
 
-Result<void> SetMaxIsaTier(IsaTier tier) {
+bool IsaTierInFamily(IsaTier tier) {
 #if defined(__x86_64__) || defined(__i386__)
-  const bool other_family = IsArmTier(tier);
+  return !IsArmTier(tier);
 #elif defined(__aarch64__)
-  const bool other_family = IsX86Tier(tier);
+  return !IsX86Tier(tier);
 #else
-  const bool other_family = tier != IsaTier::kScalar;
+  return tier == IsaTier::kScalar;
 #endif
-  if (other_family) {
+}
+
+Result<void> SetMaxIsaTier(IsaTier tier) {
+  if (!IsaTierInFamily(tier)) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "ISA tier " + std::string(IsaTierName(tier)) +
                          " belongs to another CPU architecture than this build's");

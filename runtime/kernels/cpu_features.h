@@ -63,6 +63,10 @@ std::span<const IsaTier> SupportedIsaTiers();
 // clamps to the best supported tier below it in the same family; a tier of the other
 // family (e.g. kNeon on x86) is rejected with kInvalidArgument.
 Result<void> SetMaxIsaTier(IsaTier tier);
+// True if `tier` belongs to this build's architecture family (kScalar always does), i.e.
+// SetMaxIsaTier(tier) succeeds. Allocation-free, so a hot path can check it instead of
+// building the error (e.g. knobs written for x86 reaching an aarch64 engine).
+bool IsaTierInFamily(IsaTier tier);
 IsaTier MaxIsaTier();
 // The tier kernels dispatch to right now: the highest supported tier <= MaxIsaTier().
 IsaTier ActiveIsaTier();

@@ -34,6 +34,27 @@ constexpr KernelTable kAvx2Table = ARI_KERNEL_TABLE(avx2, IsaTier::kAvx2, avx2);
 // 512-bit versions can replace them without touching callers).
 constexpr KernelTable kAvx512Table = ARI_KERNEL_TABLE(avx2, IsaTier::kAvx512Vnni, avx512);
 #endif
+#if defined(__aarch64__)
+// NEON tiers share the baseline element-wise kernels and the W8A16 matmuls (fp16
+// activations, fp32 FMA: dot-product instructions do not apply); they differ in W4A8:
+// widening multiplies (kNeon), sdot (kNeonDotprod), smmla GEMM + sdot GEMV (kNeonI8mm).
+constexpr KernelTable kNeonTable = ARI_KERNEL_TABLE(neon, IsaTier::kNeon, neon);
+constexpr KernelTable kNeonDotprodTable = [] {
+  KernelTable t = kNeonTable;
+  t.tier = IsaTier::kNeonDotprod;
+  t.gemv_w4a8 = internal::dotprod::GemvW4A8;
+  t.gemm_w4a8 = internal::dotprod::GemmW4A8;
+  return t;
+}();
+#if defined(ARI_KERNELS_I8MM)
+constexpr KernelTable kNeonI8mmTable = [] {
+  KernelTable t = kNeonDotprodTable;
+  t.tier = IsaTier::kNeonI8mm;
+  t.gemm_w4a8 = internal::i8mm::GemmW4A8;
+  return t;
+}();
+#endif
+#endif
 #undef ARI_KERNEL_TABLE
 
 // Own table of a tier, or nullptr when this build has no kernels for it.
@@ -44,7 +65,14 @@ const KernelTable* OwnTable(IsaTier tier) {
     case IsaTier::kAvx2: return &kAvx2Table;
     case IsaTier::kAvx512Vnni: return &kAvx512Table;
 #endif
-    default: return nullptr;  // NEON kernels come with the ARM port
+#if defined(__aarch64__)
+    case IsaTier::kNeon: return &kNeonTable;
+    case IsaTier::kNeonDotprod: return &kNeonDotprodTable;
+#if defined(ARI_KERNELS_I8MM)
+    case IsaTier::kNeonI8mm: return &kNeonI8mmTable;
+#endif
+#endif
+    default: return nullptr;  // the other architecture's tiers (or i8mm without compiler support)
   }
 }
 

@@ -66,7 +66,7 @@ struct KernelTable {
 };
 
 // Table for `tier`, falling back to the best lower tier whose kernels are compiled in
-// (e.g. NEON tiers resolve to scalar until the NEON kernels exist). The caller must only
+// (e.g. kNeonI8mm resolves to kNeonDotprod when the compiler lacks i8mm). The caller must only
 // run tables of supported tiers (IsaTierSupported).
 const KernelTable& KernelsFor(IsaTier tier);
 // Table of ActiveIsaTier().

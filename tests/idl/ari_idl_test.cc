@@ -19,6 +19,15 @@ TEST(AriIdl, TypesAreFixedSize) {
   // Shared memory needs fixed-size types: the descriptor must say so.
   EXPECT_NE(ari_Request_desc.m_flagset & DDS_TOPIC_FIXED_SIZE, 0u);
   EXPECT_NE(ari_TokenChunk_desc.m_flagset & DDS_TOPIC_FIXED_SIZE, 0u);
+  EXPECT_NE(ari_Cancel_desc.m_flagset & DDS_TOPIC_FIXED_SIZE, 0u);
+  EXPECT_NE(ari_NodeStatus_desc.m_flagset & DDS_TOPIC_FIXED_SIZE, 0u);
+  // Every sample must fit the iceoryx chunk pools of config/roudi.toml (docs/interface.md):
+  // 1 KiB pool for TokenChunk/NodeStatus/Cancel, 16 KiB pool for Request, each including
+  // ~100 bytes of iceoryx + Cyclone headers.
+  EXPECT_LE(sizeof(ari_TokenChunk) + 128, 1024u);
+  EXPECT_LE(sizeof(ari_NodeStatus) + 128, 1024u);
+  EXPECT_LE(sizeof(ari_Cancel) + 128, 1024u);
+  EXPECT_LE(sizeof(ari_Request) + 128, 16384u);
 }
 
 TEST(AriIdl, RequestSerializesAndDeserializes) {
@@ -44,9 +53,14 @@ TEST(AriIdl, RequestSerializesAndDeserializes) {
   in.max_tokens = 64;
   in.deadline_ms = 1500;
   in.session_id = 0x1122334455667788ull;
-  in.temperature = 0.25f;
-  in.top_p = 0.9f;
-  in.seed = 7;
+  in.sampling.temperature = 0.25f;
+  in.sampling.top_p = 0.9f;
+  in.sampling.top_k = 40;
+  in.sampling.seed = 7;
+  in.n_turns = 1;
+  in.turns[0].role = ari_ROLE_SYSTEM;
+  CopyText(in.turns[0].text, sizeof in.turns[0].text, "be brief");
+  in.turns[0].text_len = 8;
   const char* prompt = "Route to the nearest charging station, avoiding tolls. \xC3\xA9\xE2\x82\xAC";
   CopyText(in.prompt, sizeof in.prompt, prompt);
   in.prompt_len = static_cast<uint32_t>(std::strlen(prompt));
@@ -72,8 +86,12 @@ TEST(AriIdl, RequestSerializesAndDeserializes) {
   EXPECT_EQ(out.max_tokens, 64u);
   EXPECT_EQ(out.deadline_ms, 1500u);
   EXPECT_EQ(out.session_id, in.session_id);
-  EXPECT_FLOAT_EQ(out.temperature, 0.25f);
-  EXPECT_EQ(out.seed, 7u);
+  EXPECT_FLOAT_EQ(out.sampling.temperature, 0.25f);
+  EXPECT_EQ(out.sampling.top_k, 40u);
+  EXPECT_EQ(out.sampling.seed, 7u);
+  EXPECT_EQ(out.n_turns, 1u);
+  EXPECT_EQ(out.turns[0].role, ari_ROLE_SYSTEM);
+  EXPECT_STREQ(out.turns[0].text, "be brief");
   EXPECT_EQ(out.prompt_len, in.prompt_len);
   EXPECT_EQ(std::memcmp(out.prompt, in.prompt, sizeof in.prompt), 0);
   EXPECT_EQ(dds_delete(pp), DDS_RETCODE_OK);

@@ -37,10 +37,20 @@ TEST_F(DispatchTest, DetectsConsistentFeatures) {
 #if defined(__x86_64__)
   EXPECT_EQ(IsaTierSupported(IsaTier::kAvx2), f.avx2 && f.fma && f.f16c);
   EXPECT_FALSE(IsaTierSupported(IsaTier::kNeon));
-#endif
   std::printf("CPU: best tier %s; avx2=%d fma=%d f16c=%d avx512f=%d bw=%d vl=%d dq=%d vnni=%d\n",
               std::string(IsaTierName(BestIsaTier())).c_str(), f.avx2, f.fma, f.f16c, f.avx512f,
               f.avx512bw, f.avx512vl, f.avx512dq, f.avx512vnni);
+#elif defined(__aarch64__)
+  // ASIMD is architectural on AArch64; dotprod / i8mm come from HWCAP / HWCAP2.
+  EXPECT_TRUE(f.neon);
+  EXPECT_TRUE(IsaTierSupported(IsaTier::kNeon));
+  EXPECT_FALSE(IsaTierSupported(IsaTier::kAvx2));
+  EXPECT_EQ(IsaTierSupported(IsaTier::kNeonDotprod), f.neon_dotprod);
+  EXPECT_EQ(IsaTierSupported(IsaTier::kNeonI8mm), f.neon_dotprod && f.neon_i8mm);
+  std::printf("CPU: best tier %s; neon=%d dotprod=%d i8mm=%d (kernels for best tier: %s)\n",
+              std::string(IsaTierName(BestIsaTier())).c_str(), f.neon, f.neon_dotprod,
+              f.neon_i8mm, std::string(IsaTierName(KernelsFor(BestIsaTier()).tier)).c_str());
+#endif
 }
 
 TEST_F(DispatchTest, NamesRoundTrip) {
@@ -65,13 +75,33 @@ TEST_F(DispatchTest, DefaultIsBestAndLoweringClamps) {
   ASSERT_TRUE(SetMaxIsaTier(IsaTier::kAvx512Vnni));
   EXPECT_EQ(MaxIsaTier(), IsaTier::kAvx512Vnni);
   EXPECT_EQ(ActiveIsaTier(), BestIsaTier());
+  EXPECT_TRUE(IsaTierInFamily(IsaTier::kAvx2));
+  EXPECT_FALSE(IsaTierInFamily(IsaTier::kNeon));
   EXPECT_FALSE(SetMaxIsaTier(IsaTier::kNeonDotprod));  // other architecture
   EXPECT_EQ(MaxIsaTier(), IsaTier::kAvx512Vnni);        // unchanged on error
+#elif defined(__aarch64__)
+  ASSERT_TRUE(SetMaxIsaTier(IsaTier::kNeonI8mm));
+  EXPECT_EQ(MaxIsaTier(), IsaTier::kNeonI8mm);
+  EXPECT_EQ(ActiveIsaTier(), BestIsaTier());
+  ASSERT_TRUE(SetMaxIsaTier(IsaTier::kNeon));
+  EXPECT_EQ(ActiveIsaTier(), IsaTier::kNeon);
+  EXPECT_TRUE(IsaTierInFamily(IsaTier::kNeonI8mm));
+  EXPECT_TRUE(IsaTierInFamily(IsaTier::kScalar));
+  EXPECT_FALSE(IsaTierInFamily(IsaTier::kAvx512Vnni));
+  EXPECT_FALSE(SetMaxIsaTier(IsaTier::kAvx2));  // other architecture
+  EXPECT_EQ(MaxIsaTier(), IsaTier::kNeon);       // unchanged on error
 #endif
 }
 
 TEST_F(DispatchTest, UncompiledTiersFallBack) {
   EXPECT_TRUE(IsaTierCompiled(IsaTier::kScalar));
+#if defined(__aarch64__)
+  EXPECT_TRUE(IsaTierCompiled(IsaTier::kNeon));
+  EXPECT_TRUE(IsaTierCompiled(IsaTier::kNeonDotprod));
+  EXPECT_FALSE(IsaTierCompiled(IsaTier::kAvx2));
+#elif defined(__x86_64__)
+  EXPECT_FALSE(IsaTierCompiled(IsaTier::kNeon));
+#endif
   for (int i = 0; i < kNumIsaTiers; ++i) {
     const auto t = static_cast<IsaTier>(i);
     const KernelTable& k = KernelsFor(t);

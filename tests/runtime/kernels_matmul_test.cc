@@ -215,7 +215,9 @@ TEST_P(MatmulTierTest, RowRangesWriteOnlyTheirRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, MatmulTierTest,
-                         ::testing::Values(IsaTier::kScalar, IsaTier::kAvx2, IsaTier::kAvx512Vnni),
+                         ::testing::Values(IsaTier::kScalar, IsaTier::kAvx2, IsaTier::kAvx512Vnni,
+                                           IsaTier::kNeon, IsaTier::kNeonDotprod,
+                                           IsaTier::kNeonI8mm),
                          testing::TierParamName);
 
 // ---- The spec against plain dot products over GGUF-dequantized weights ----

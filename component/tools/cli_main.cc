@@ -1,0 +1,237 @@
+// ari-cli: talk to an ARI node from a shell (uses ari_client only).
+//   ari-cli [--domain N] [--config CYCLONE_XML] [--client NAME] COMMAND ...
+//   ask [--urgency critical|high|normal|background] [--deadline-ms N] [--session ID]
+//       [--max-tokens N] [--temp T] [--seed S] [--chunks] "prompt"
+//   status [--timeout-ms N]       print the node's current NodeStatus
+//   watch [--count N] [--duration-ms N]   print every NodeStatus as it arrives
+//   cancel REQUEST_ID             (the id ask prints on stderr)
+// Exit codes (ask): 0 DONE, 1 usage, 3 node absent, 4 node lost mid-stream,
+// 5 REJECTED/BUSY/INVALID/FORBIDDEN, 6 DEADLINE_MISSED, 7 CANCELLED, 8 FAILED/SHUTDOWN,
+// 9 other error (timeout, DDS). status/watch: 0, or 3 when no node answers.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "component/client.h"
+
+namespace {
+
+using namespace ari::component;
+using Clock = std::chrono::steady_clock;
+
+const char* StatusName(int32_t s) {
+  static const char* kNames[] = {"OK",       "DONE",  "CANCELLED", "DEADLINE_MISSED",
+                                 "REJECTED", "BUSY",  "INVALID",   "FORBIDDEN",
+                                 "FAILED",   "SHUTDOWN"};
+  return s >= 0 && s < 10 ? kNames[s] : "?";
+}
+const char* UrgencyName(int32_t u) {
+  static const char* kNames[] = {"BACKGROUND", "NORMAL", "HIGH", "CRITICAL"};
+  return u >= 0 && u < 4 ? kNames[u] : "?";
+}
+const char* NodeStateName(int32_t s) {
+  static const char* kNames[] = {"STARTING", "READY", "DRAINING", "STOPPED"};
+  return s >= 0 && s < 4 ? kNames[s] : "?";
+}
+
+int ExitCodeForStatus(int32_t status) {
+  switch (status) {
+    case ari_STATUS_DONE: return 0;
+    case ari_STATUS_REJECTED: case ari_STATUS_BUSY: case ari_STATUS_INVALID:
+    case ari_STATUS_FORBIDDEN: return 5;
+    case ari_STATUS_DEADLINE_MISSED: return 6;
+    case ari_STATUS_CANCELLED: return 7;
+    case ari_STATUS_FAILED: case ari_STATUS_SHUTDOWN: return 8;
+    default: return 9;
+  }
+}
+
+int ExitCodeForError(const Error& e) {
+  if (e.status >= 0) return ExitCodeForStatus(e.status);
+  switch (e.code) {
+    case ErrorCode::kNodeAbsent: return 3;
+    case ErrorCode::kNodeLost: return 4;
+    case ErrorCode::kInvalidArgument: return 1;
+    default: return 9;
+  }
+}
+
+void PrintStatus(const ari_NodeStatus& s) {
+  const auto U = [&](int i) { return s.queue_depth[i]; };
+  std::printf("node %s %s seq %u up %llu ms | %.1f C (%s) | decision %s | reason %s | queues "
+              "C%u H%u N%u B%u | sessions %u/%u | mem %llu MiB | %.1f tok/s | model %s (%s)\n",
+              dds::FixedView(s.node_id).data(), NodeStateName(dds::RawEnum(s.state)), s.status_seq,
+              static_cast<unsigned long long>(s.uptime_ms), s.temperature_c,
+              dds::RawEnum(s.sensor_state) == ari_SENSOR_OK          ? "ok"
+              : dds::RawEnum(s.sensor_state) == ari_SENSOR_SIMULATED ? "simulated"
+              : dds::RawEnum(s.sensor_state) == ari_SENSOR_STALE     ? "stale"
+                                                                     : "missing",
+              dds::FixedView(s.decision).data(), dds::FixedView(s.reason).data(), U(3), U(2), U(1),
+              U(0), s.sessions_in_use, s.sessions_total,
+              static_cast<unsigned long long>(s.memory_available_bytes >> 20), s.tokens_per_s,
+              dds::FixedView(s.model).data(), dds::FixedView(s.pack).data());
+  std::fflush(stdout);
+}
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: ari-cli [--domain N] [--config XML] [--client NAME] COMMAND\n"
+               "  ask [--urgency critical|high|normal|background] [--deadline-ms N]\n"
+               "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks] PROMPT\n"
+               "  status [--timeout-ms N]\n"
+               "  watch [--count N] [--duration-ms N]\n"
+               "  cancel REQUEST_ID\n");
+  return 1;
+}
+
+int Ask(Client& client, std::vector<std::string>& args) {
+  AskParams p;
+  p.max_tokens = 128;
+  bool chunks = false;
+  std::string prompt;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto val = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
+    if (a == "--urgency") {
+      std::string u = val();
+      if (u == "critical") p.urgency = ari_URGENCY_CRITICAL;
+      else if (u == "high") p.urgency = ari_URGENCY_HIGH;
+      else if (u == "normal") p.urgency = ari_URGENCY_NORMAL;
+      else if (u == "background") p.urgency = ari_URGENCY_BACKGROUND;
+      else return Usage();
+    } else if (a == "--deadline-ms") {
+      p.deadline_ms = static_cast<uint32_t>(std::strtoul(val().c_str(), nullptr, 10));
+    } else if (a == "--session") {
+      p.session_id = std::strtoull(val().c_str(), nullptr, 10);
+    } else if (a == "--max-tokens") {
+      p.max_tokens = static_cast<uint32_t>(std::strtoul(val().c_str(), nullptr, 10));
+    } else if (a == "--temp") {
+      p.sampling.temperature = std::strtof(val().c_str(), nullptr);
+    } else if (a == "--seed") {
+      p.sampling.seed = std::strtoull(val().c_str(), nullptr, 10);
+    } else if (a == "--chunks") {
+      chunks = true;
+    } else if (prompt.empty() && !a.starts_with("--")) {
+      prompt = a;
+    } else {
+      return Usage();
+    }
+  }
+  if (prompt.empty()) return Usage();
+  p.prompt = prompt;
+  const auto t0 = Clock::now();
+  auto stream = client.Ask(p);
+  if (!stream) {
+    std::fprintf(stderr, "ari-cli: %s\n", stream.error().ToString().c_str());
+    return ExitCodeForError(stream.error());
+  }
+  std::fprintf(stderr, "request %s (%s)\n", stream->request_id().c_str(),
+               UrgencyName(p.urgency));
+  const std::string tag = client.client_id();
+  auto sum = stream->Wait([&](const ari_TokenChunk& c) {
+    if (c.terminal) return;
+    if (chunks) {
+      // Wall-clock time of day, so the lines of several ari-cli processes can be merged.
+      const auto now = std::chrono::system_clock::now().time_since_epoch();
+      const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+      std::string text(c.text, c.text_len);
+      for (size_t k = 0; (k = text.find('\n', k)) != std::string::npos; k += 2) {
+        text.replace(k, 1, "\\n");
+      }
+      std::printf("%02lld:%02lld:%02lld.%03lld %-8s #%-3u %s\n", (ms / 3600000) % 24,
+                  (ms / 60000) % 60, (ms / 1000) % 60, ms % 1000, tag.c_str(), c.sequence_number,
+                  text.c_str());
+    } else {
+      std::fwrite(c.text, 1, c.text_len, stdout);
+    }
+    std::fflush(stdout);
+  });
+  if (!chunks) std::printf("\n");
+  if (!sum) {
+    std::fprintf(stderr, "ari-cli: %s\n", sum.error().ToString().c_str());
+    return ExitCodeForError(sum.error());
+  }
+  const double total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::fprintf(stderr,
+               "%s %s: %u tokens | queue wait %.1f ms | TTFT %.1f ms | %.1f tok/s | total %.1f ms"
+               "%s%s\n",
+               tag.c_str(), StatusName(sum->status), sum->timing.tokens_generated,
+               sum->timing.queue_wait_us / 1000.0, sum->timing.time_to_first_token_us / 1000.0,
+               sum->timing.tokens_per_s, total_ms, sum->message.empty() ? "" : " | ",
+               sum->message.c_str());
+  return ExitCodeForStatus(sum->status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ClientOptions opt;
+  opt.client_id = "ari-cli";
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--domain" && i + 1 < argc) opt.domain.domain_id = std::atoi(argv[++i]);
+    else if (a == "--config" && i + 1 < argc) opt.domain.config = argv[++i];
+    else if (a == "--client" && i + 1 < argc) opt.client_id = argv[++i];
+    else break;
+  }
+  if (i >= argc) return Usage();
+  const std::string cmd = argv[i++];
+  std::vector<std::string> args(argv + i, argv + argc);
+  auto client = Client::Connect(opt);
+  if (!client) {
+    std::fprintf(stderr, "ari-cli: %s\n", client.error().ToString().c_str());
+    return 9;
+  }
+  Client& c = **client;
+  if (cmd == "ask") return Ask(c, args);
+  if (cmd == "status" || cmd == "watch") {
+    long timeout_ms = 5000, count = cmd == "status" ? 1 : -1, duration_ms = -1;
+    for (size_t k = 0; k + 1 < args.size(); k += 2) {
+      if (args[k] == "--timeout-ms") timeout_ms = std::atol(args[k + 1].c_str());
+      else if (args[k] == "--count") count = std::atol(args[k + 1].c_str());
+      else if (args[k] == "--duration-ms") duration_ms = std::atol(args[k + 1].c_str());
+      else return Usage();
+    }
+    const auto end = duration_ms >= 0 ? Clock::now() + std::chrono::milliseconds(duration_ms)
+                                      : Clock::time_point::max();
+    uint32_t last_seq = 0;
+    std::string last_node;
+    for (long n = 0; count < 0 || n < count;) {
+      auto wait = std::chrono::milliseconds(timeout_ms);
+      if (end != Clock::time_point::max()) {
+        wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  end - Clock::now()));
+        if (wait.count() <= 0) break;
+      }
+      auto s = c.WaitForNode(wait, [&](const ari_NodeStatus& st) {
+        return n == 0 || st.status_seq != last_seq ||
+               dds::FixedView(st.node_id) != last_node;
+      });
+      if (!s) {
+        if (n > 0 && cmd == "watch") continue;
+        std::fprintf(stderr, "ari-cli: no node status: %s\n", s.error().ToString().c_str());
+        return 3;
+      }
+      last_seq = s->status_seq;
+      last_node = std::string(dds::FixedView(s->node_id));
+      PrintStatus(*s);
+      ++n;
+    }
+    return 0;
+  }
+  if (cmd == "cancel") {
+    if (args.size() != 1) return Usage();
+    auto r = c.Cancel(args[0]);
+    if (!r) {
+      std::fprintf(stderr, "ari-cli: %s\n", r.error().ToString().c_str());
+      return 9;
+    }
+    return 0;
+  }
+  return Usage();
+}

@@ -1,0 +1,489 @@
+// The scheduler loop; see scheduler.h and docs/scheduler.md.
+#include "qos/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+namespace ari::qos {
+
+namespace {
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+std::string_view StopText(runtime::StopReason r) { return runtime::StopReasonName(r); }
+}  // namespace
+
+struct Scheduler::Live {
+  SchedRequest req;
+  uint64_t seq = 0;
+  int64_t admitted_ns = 0;
+  int64_t deadline_ns = kNever;
+  bool started = false;  // holds a slot, turn started
+  int32_t slot = -1;
+  int64_t waiting_since_ns = 0;  // aging of a started (preempted) request
+  int32_t generated = 0;
+  uint32_t chunk_seq = 0;
+  bool degraded = false;
+  bool deadline_missed = false;
+  int64_t first_chunk_ns = -1;
+  int64_t first_token_ns = -1;
+};
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions options) {
+  if (!options.policy || !options.engine || !options.clock || !options.sink) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "scheduler: policy, engine, clock and sink are required");
+  }
+  if (options.policy->thermal_bands.empty() ||
+      options.policy->knobs.size() != options.policy->thermal_bands.size()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "scheduler: policy needs knobs for every thermal band");
+  }
+  if (options.engine->num_slots() < 1) {
+    return MakeError(ErrorCode::kInvalidArgument, "scheduler: engine has no session slots");
+  }
+  thermal::CpuTopology topo;
+  if (options.topology) {
+    topo = *options.topology;
+  } else {
+    auto detected = thermal::DetectTopology();
+    if (!detected) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "scheduler: CPU topology: " + detected.error().message);
+    }
+    topo = std::move(*detected);
+  }
+  if (topo.performance.empty() && topo.efficiency.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "scheduler: topology has no CPUs");
+  }
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(options), std::move(topo)));
+}
+
+Scheduler::Scheduler(SchedulerOptions options, thermal::CpuTopology topology)
+    : opt_(std::move(options)),
+      topology_(std::move(topology)),
+      policy_(*opt_.policy),
+      engine_(*opt_.engine),
+      clock_(*opt_.clock),
+      sink_(*opt_.sink),
+      queue_(QueueConfig::FromPolicy(*opt_.policy)),
+      slots_(static_cast<size_t>(opt_.engine->num_slots())) {
+  const size_t cap = queue_.storage() + slots_.size() + 8;
+  live_.reserve(cap);
+  cancels_.reserve(cap);
+  pending_.reserve(cap);
+  deliver_.reserve(cap);
+  reading_.source.reserve(64);
+}
+
+Scheduler::~Scheduler() { Shutdown("scheduler destroyed"); }
+
+Scheduler::Live* Scheduler::Find(uint64_t id) const {
+  for (const auto& l : live_) {
+    if (l->req.id == id) return l.get();
+  }
+  return nullptr;
+}
+
+SubmitStatus Scheduler::Submit(SchedRequest request) {
+  if (request.id == 0 || request.prompt.empty() || request.max_tokens < 1 ||
+      Rank(request.urgency) < 0 || Rank(request.urgency) >= kNumUrgencies) {
+    return SubmitStatus::kInvalid;
+  }
+  {
+    std::lock_guard lk(mu_);
+    if (shutdown_) return SubmitStatus::kShutdown;
+    if (Find(request.id)) return SubmitStatus::kDuplicate;
+    const int64_t now = clock_.NowNs();
+    auto live = std::make_unique<Live>();
+    live->seq = next_seq_++;
+    live->admitted_ns = now;
+    live->waiting_since_ns = now;
+    if (request.deadline_ns > 0) {
+      live->deadline_ns = request.deadline_ns;
+    } else {
+      const uint32_t ms = policy_.Class(request.urgency).default_deadline_ms;
+      live->deadline_ns = ms > 0 ? now + int64_t{ms} * thermal::kNsPerMs : kNever;
+    }
+    QueueEntry e{request.id, request.urgency, live->deadline_ns, now, 0};
+    PushResult pr = queue_.Push(e);
+    if (!pr.accepted()) {
+      return pr.status == PushStatus::kDuplicate ? SubmitStatus::kDuplicate
+                                                 : SubmitStatus::kBusy;
+    }
+    live->req = std::move(request);
+    live_.push_back(std::move(live));
+    if (pr.evicted) {
+      char msg[96];
+      std::snprintf(msg, sizeof(msg), "evicted from the queue by CRITICAL request %llu",
+                    static_cast<unsigned long long>(e.id));
+      Finish(pr.evicted->id, TerminalStatus::kRejected, msg);
+    }
+    wake_ = true;
+  }
+  cv_.notify_all();
+  return SubmitStatus::kAdmitted;
+}
+
+bool Scheduler::Cancel(uint64_t id) {
+  {
+    std::lock_guard lk(mu_);
+    if (!Find(id)) return false;
+    if (std::find(cancels_.begin(), cancels_.end(), id) == cancels_.end()) {
+      cancels_.push_back(id);
+    }
+    wake_ = true;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Scheduler::Finish(uint64_t id, TerminalStatus status, std::string_view message) {
+  auto it = std::find_if(live_.begin(), live_.end(),
+                         [id](const auto& l) { return l->req.id == id; });
+  if (it == live_.end()) return;
+  Live& r = **it;
+  if (r.started) {
+    Slot& s = slots_[static_cast<size_t>(r.slot)];
+    s.running = 0;
+    s.last_used_ns = clock_.NowNs();
+    s.last_urgency = r.req.urgency;
+    // Only a completed turn leaves a conversation worth continuing.
+    if (status != TerminalStatus::kDone || r.req.session_id == 0) s.session = 0;
+  } else {
+    queue_.Cancel(id);  // no-op when the queue already removed it (eviction, expiry)
+  }
+  Pending p;
+  p.message.assign(message);
+  p.event.id = id;
+  p.event.status = status;
+  p.event.tokens_generated = r.generated;
+  p.event.deadline_missed = r.deadline_missed;
+  p.event.queue_wait_ns = r.first_chunk_ns < 0 ? -1 : r.first_chunk_ns - r.admitted_ns;
+  p.event.first_token_ns = r.first_token_ns < 0 ? -1 : r.first_token_ns - r.admitted_ns;
+  pending_.push_back(std::move(p));
+  *it = std::move(live_.back());
+  live_.pop_back();
+}
+
+void Scheduler::Deliver() {
+  {
+    std::lock_guard lk(mu_);
+    deliver_.swap(pending_);
+  }
+  for (Pending& p : deliver_) {
+    p.event.message = p.message;
+    sink_.OnTerminal(p.event);
+  }
+  deliver_.clear();
+}
+
+void Scheduler::ApplyCancelsAndDeadlines(int64_t now) {
+  for (uint64_t id : cancels_) Finish(id, TerminalStatus::kCancelled, "cancelled");
+  cancels_.clear();
+  while (auto e = queue_.PopExpired(now)) {
+    Live* r = Find(e->id);
+    if (!r) continue;
+    if (policy_.Class(r->req.urgency).deadline_miss == DeadlineMissAction::kStop) {
+      Finish(e->id, TerminalStatus::kDeadlineMissed, "deadline passed while queued");
+    } else {
+      r->degraded = r->deadline_missed = true;
+      r->deadline_ns = kNever;
+      QueueEntry again = *e;
+      again.deadline_ns = kNever;
+      if (!queue_.Push(again).accepted()) {
+        Finish(e->id, TerminalStatus::kDeadlineMissed, "deadline passed while queued");
+      }
+    }
+  }
+  for (size_t i = 0; i < live_.size();) {
+    Live& r = *live_[i];
+    if (r.started && r.deadline_ns < now) {
+      if (policy_.Class(r.req.urgency).deadline_miss == DeadlineMissAction::kStop) {
+        Finish(r.req.id, TerminalStatus::kDeadlineMissed, "deadline passed while running");
+        continue;  // live_[i] now holds another request
+      }
+      r.degraded = r.deadline_missed = true;
+      r.deadline_ns = kNever;
+    }
+    ++i;
+  }
+}
+
+Scheduler::OrderKey Scheduler::Key(const Live& r, int64_t now) const {
+  QueueEntry e{r.req.id, r.req.urgency, r.deadline_ns,
+               r.started ? r.waiting_since_ns : r.admitted_ns, r.seq};
+  return OrderKey{queue_.EffectiveRank(e, now), -Rank(r.req.urgency), r.deadline_ns, r.seq};
+}
+
+int Scheduler::FindSlotFor(const Live& r, bool* keep_context) const {
+  *keep_context = false;
+  if (r.req.session_id != 0) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].session == r.req.session_id) {
+        if (slots_[i].running != 0) return -1;  // the session's previous turn runs
+        *keep_context = true;
+        return static_cast<int>(i);
+      }
+    }
+  }
+  int best = -1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.running != 0) continue;
+    if (s.session == 0) return static_cast<int>(i);  // free
+    if (best < 0) {
+      best = static_cast<int>(i);
+      continue;
+    }
+    const Slot& b = slots_[static_cast<size_t>(best)];
+    // Evict the lowest urgency first, then the least recently used.
+    if (Rank(s.last_urgency) > Rank(b.last_urgency) ||
+        (s.last_urgency == b.last_urgency && s.last_used_ns < b.last_used_ns)) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+Scheduler::Live* Scheduler::Pick(int64_t now, int* slot, bool* keep_context) {
+  Live* best = nullptr;
+  OrderKey best_key{};
+  for (const auto& lp : live_) {
+    Live& r = *lp;
+    if (not_before_[Rank(r.req.urgency)] > now) continue;  // paced
+    bool keep = false;
+    int s = r.started ? r.slot : FindSlotFor(r, &keep);
+    if (s < 0) continue;  // waits for a slot
+    const OrderKey k = Key(r, now);
+    if (!best || k < best_key) {
+      best = &r;
+      best_key = k;
+      *slot = s;
+      *keep_context = keep;
+    }
+  }
+  return best;
+}
+
+int64_t Scheduler::NextStep(int64_t now) const {
+  if (live_.empty()) return kNever;
+  int64_t next = kNever;
+  bool any_ready = false;
+  for (const auto& lp : live_) {
+    const Live& r = *lp;
+    const int64_t nb = not_before_[Rank(r.req.urgency)];
+    if (nb > now) {
+      next = std::min(next, nb);
+    } else {
+      bool keep = false;
+      if (r.started || FindSlotFor(r, &keep) >= 0) any_ready = true;
+    }
+    if (r.deadline_ns != kNever) next = std::min(next, r.deadline_ns + 1);
+  }
+  if (any_ready) return now;
+  return std::max(next, now + 1);
+}
+
+StepResult Scheduler::Step() {
+  StepResult res;
+  std::unique_lock lk(mu_);
+  stepping_ = true;
+  int64_t now = clock_.NowNs();
+  ApplyCancelsAndDeadlines(now);
+  lk.unlock();
+  Deliver();
+
+  // Inputs: temperature and memory (outside the lock: sources may do I/O).
+  GovernorInputs in;
+  if (opt_.temperature) {
+    opt_.temperature->ReadInto(reading_);
+  } else {
+    reading_.state = thermal::SensorState::kNoSensor;
+    reading_.time_ns = now;
+  }
+  in.reading = reading_;  // copies the source string's capacity once it is warm
+  if (opt_.memory) {
+    if (auto m = opt_.memory()) {
+      in.mem_available_bytes = m->available_bytes;
+      if (m->has_psi) in.psi_some_avg10 = m->psi_some_avg10;
+    }
+  }
+
+  lk.lock();
+  now = clock_.NowNs();
+  int slot = -1;
+  bool keep_context = false;
+  Live* r = Pick(now, &slot, &keep_context);
+  in.queue_depths = queue_.Depths();
+  if (r) in.active = r->req.urgency;
+  in.now_ns = now;
+  GovernorOutput out = Decide(policy_, gov_state_, in);
+  gov_state_ = out.state;
+  const Decision& d = out.decision;
+  const bool changed =
+      !decision_emitted_ || d.knobs != last_decision_.knobs || d.urgency != last_decision_.urgency ||
+      d.idle != last_decision_.idle || d.thermal_band != last_decision_.thermal_band ||
+      d.memory_band != last_decision_.memory_band || d.conservative != last_decision_.conservative;
+  last_decision_ = d;
+  decision_emitted_ = true;
+
+  if (!r) {
+    res.next_step_ns = NextStep(now);
+    res.idle = live_.empty();
+    lk.unlock();
+    if (changed) sink_.OnDecision(d, now);
+    EndStep();
+    return res;
+  }
+
+  // Claim the slot under the lock; the request is no longer queued.
+  const bool start = !r->started;
+  int32_t max_tokens = r->req.max_tokens;
+  if (start) {
+    queue_.Cancel(r->req.id);
+    r->started = true;
+    r->slot = slot;
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    s.running = r->req.id;
+    s.session = r->req.session_id;
+    if (d.memory.output_cap > 0) {
+      max_tokens = std::min<int32_t>(max_tokens, static_cast<int32_t>(d.memory.output_cap));
+    }
+  }
+  Knobs knobs = d.knobs;
+  if (r->degraded) knobs.precision = WeightPrecision::kW4A8;
+  runtime::ChunkKnobs ck =
+      MapKnobs(knobs, d.memory, topology_, opt_.base_kv, opt_.max_prefill_chunk);
+  lk.unlock();
+  if (changed) sink_.OnDecision(d, now);
+
+  // The engine runs without the lock: Submit/Cancel stay responsive.
+  runtime::Result<void> started{};
+  if (start) {
+    runtime::TurnSpec turn;
+    turn.prompt = r->req.prompt;
+    turn.sampling = r->req.sampling;
+    turn.max_tokens = max_tokens;
+    turn.keep_context = keep_context;
+    started = engine_.StartTurn(slot, turn);
+  }
+  runtime::Result<runtime::ChunkResult> cr =
+      started ? engine_.RunChunk(slot, ck)
+              : runtime::Result<runtime::ChunkResult>(std::unexpected(started.error()));
+  const int64_t end = clock_.NowNs();
+
+  StepInfo info;
+  info.id = r->req.id;
+  info.urgency = r->req.urgency;
+  info.slot = slot;
+  info.start_ns = now;
+  info.knobs = ck;
+  if (cr) {
+    info.phase = cr->phase;
+    info.prompt_tokens = cr->prompt_tokens;
+    info.prompt_remaining = cr->prompt_remaining;
+    info.new_tokens = static_cast<int32_t>(cr->tokens.size());
+    info.compute_ns = cr->compute_ns;
+    info.finished = cr->finished;
+    if (!cr->tokens.empty()) {
+      ChunkEvent ev;
+      ev.id = r->req.id;
+      ev.seq = r->chunk_seq++;
+      ev.text = cr->text;
+      ev.tokens = cr->tokens;
+      ev.compute_ns = cr->compute_ns;
+      ev.precision = cr->precision;
+      sink_.OnChunk(ev);
+    }
+  }
+  sink_.OnStep(info);
+
+  lk.lock();
+  if (r->first_chunk_ns < 0) r->first_chunk_ns = now;
+  r->waiting_since_ns = end;
+  if (!cr) {
+    Finish(r->req.id, TerminalStatus::kFailed, cr.error().message);
+  } else {
+    if (!cr->tokens.empty() && r->first_token_ns < 0) r->first_token_ns = end;
+    r->generated += static_cast<int32_t>(cr->tokens.size());
+    const bool capped = last_decision_.memory.output_cap > 0 &&
+                        r->generated >= static_cast<int32_t>(last_decision_.memory.output_cap);
+    if (cr->finished) {
+      Finish(r->req.id, TerminalStatus::kDone,
+             r->deadline_missed ? "finished degraded after its deadline"
+                                : StopText(cr->stop_reason));
+    } else if (capped) {
+      Finish(r->req.id, TerminalStatus::kDone, "output capped (memory)");
+    }
+  }
+  // Pacing: this class and less urgent ones wait; more urgent ones may run.
+  if (knobs.pause_ms > 0) {
+    const int64_t until = end + int64_t{knobs.pause_ms} * thermal::kNsPerMs;
+    for (int k = Rank(info.urgency); k < kNumUrgencies; ++k) {
+      not_before_[k] = std::max(not_before_[k], until);
+    }
+  }
+  res.ran = true;
+  res.info = info;
+  res.next_step_ns = NextStep(end);
+  res.idle = live_.empty();
+  lk.unlock();
+  Deliver();
+  EndStep();
+  return res;
+}
+
+void Scheduler::EndStep() {
+  {
+    std::lock_guard lk(mu_);
+    stepping_ = false;
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::Run(std::stop_token stop) {
+  std::unique_lock lk(mu_);
+  while (!stop.stop_requested() && !shutdown_) {
+    wake_ = false;
+    lk.unlock();
+    const StepResult r = Step();
+    lk.lock();
+    if (wake_ || stop.stop_requested()) continue;
+    const int64_t now = clock_.NowNs();
+    if (r.next_step_ns <= now) continue;
+    if (r.next_step_ns == kNever) {
+      cv_.wait(lk, stop, [this] { return wake_ || shutdown_; });
+    } else {
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::nanoseconds(r.next_step_ns - now);
+      cv_.wait_until(lk, stop, until, [this] { return wake_ || shutdown_; });
+    }
+  }
+}
+
+void Scheduler::Shutdown(std::string_view message) {
+  {
+    std::unique_lock lk(mu_);
+    shutdown_ = true;
+    cv_.wait(lk, [this] { return !stepping_; });
+    while (!live_.empty()) Finish(live_.back()->req.id, TerminalStatus::kShutdown, message);
+    cancels_.clear();
+  }
+  cv_.notify_all();
+  Deliver();
+}
+
+size_t Scheduler::live_requests() const {
+  std::lock_guard lk(mu_);
+  return live_.size();
+}
+
+std::array<uint32_t, kNumUrgencies> Scheduler::QueueDepths() const {
+  std::lock_guard lk(mu_);
+  return queue_.Depths();
+}
+
+}  // namespace ari::qos

@@ -1,0 +1,257 @@
+// The real-time scheduler: one loop, driven by ONE thread, that turns admitted requests
+// into engine chunks under the governor's decisions. ari-node runs it in real time
+// (Run()), ari-sim and the tests call Step() themselves in virtual time (ManualClock).
+//
+// Each Step() is one chunk boundary (docs/scheduler.md has the long form):
+//  1. apply cancels (CANCELLED) and deadlines (DEADLINE_MISSED, or keep running
+//     degraded when the class's deadline_miss is FINISH_DEGRADED);
+//  2. read temperature + memory; pick the request to run: the best in-progress
+//     request (it holds a slot) or the head of the queues when it ranks strictly
+//     better and can get a slot; ranks age exactly like RequestQueue's order, so a
+//     preempted BACKGROUND request is not starved either. A CRITICAL request thus
+//     preempts a NORMAL one at the next boundary; the NORMAL request keeps its slot
+//     (its KV cache) and resumes where it stopped;
+//  3. Decide() for that request's class; emit OnDecision when the decision changed;
+//  4. map the knobs to runtime::ChunkKnobs (CPU mask from the topology, threads,
+//     precision, chunk sizes, ISA tier, layer drop, KV precision, memory actions)
+//     and run one chunk; emit tokens (OnChunk) and the terminal (OnTerminal);
+//  5. pacing: the class's pause_ms keeps that class and less urgent ones off the
+//     engine until now + pause; more urgent classes may run during the pause.
+//     Step() returns when the next step is due ("not before"), so the simulator
+//     advances virtual time and Run() sleeps on a condition variable.
+//
+// Slots: a session id keeps its slot between turns (the next turn continues the
+// conversation). A request needs a slot that is free or idle (no turn in progress).
+// When none is free, the idle slot whose last turn had the lowest urgency is evicted,
+// least recently used first among equals (its conversation is forgotten). Slots with a
+// turn in progress are never taken: the request waits until a turn ends, even when it
+// is more urgent, so give the engine at least as many slots as requests that should
+// be able to preempt each other (two for "CRITICAL preempts NORMAL").
+// A turn that ends other than DONE (cancel, deadline, failure) forgets the session's
+// conversation too: its KV holds a partial answer.
+//
+// Threads: Submit/Cancel/Shutdown/RequestStop may be called from any thread. Step()
+// and Run() from one thread at a time. The sink is called only from the thread in
+// Step()/Run() (and from Shutdown()), never while the scheduler's lock is held.
+// Every admitted request gets exactly one OnTerminal.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qos/error.h"
+#include "qos/governor.h"
+#include "qos/policy.h"
+#include "qos/request_queue.h"
+#include "runtime/engine.h"
+#include "runtime/memory_monitor.h"
+#include "thermal/clock.h"
+#include "thermal/source.h"
+#include "thermal/topology.h"
+
+namespace ari::qos {
+
+enum class TerminalStatus : uint8_t {
+  kDone,
+  kCancelled,
+  kDeadlineMissed,
+  kRejected,  // refused or evicted from the queue (BUSY)
+  kFailed,    // engine error
+  kShutdown,
+};
+std::string_view TerminalStatusName(TerminalStatus s);  // "DONE", "CANCELLED", ...
+
+struct SchedRequest {
+  uint64_t id = 0;  // unique among live requests; 0 is invalid
+  Urgency urgency = Urgency::kNormal;
+  std::vector<runtime::TokenId> prompt;  // new tokens of this turn (not empty)
+  int32_t max_tokens = 64;
+  int64_t deadline_ns = 0;  // absolute clock time; 0 = now + class default_deadline_ms
+  uint64_t session_id = 0;  // 0 = one-shot (fresh context, slot freed afterwards)
+  runtime::SamplingParams sampling;
+};
+
+enum class SubmitStatus : uint8_t {
+  kAdmitted,
+  kBusy,       // queue of that class full (answer REJECTED/BUSY)
+  kDuplicate,  // id already live
+  kInvalid,    // id 0, empty prompt, max_tokens < 1, urgency out of range
+  kShutdown,   // the scheduler no longer admits
+};
+std::string_view SubmitStatusName(SubmitStatus s);
+
+struct ChunkEvent {
+  uint64_t id = 0;
+  uint32_t seq = 0;  // 0, 1, 2... per request over the OnChunk calls
+  std::string_view text;                   // valid during the call only
+  std::span<const runtime::TokenId> tokens;  // valid during the call only
+  int64_t compute_ns = 0;
+  runtime::Precision precision = runtime::Precision::kReference;
+};
+
+struct TerminalEvent {
+  uint64_t id = 0;
+  TerminalStatus status = TerminalStatus::kDone;
+  std::string_view message;  // e.g. "max tokens", "evicted by CRITICAL request 7"
+  int32_t tokens_generated = 0;
+  bool deadline_missed = false;  // also true for DONE after a degraded finish
+  int64_t queue_wait_ns = -1;    // admission -> first chunk (-1: never ran)
+  int64_t first_token_ns = -1;   // admission -> first token (-1: none)
+};
+
+// One chunk as it ran (prefill chunks too): for benchmarks, tests, status.
+struct StepInfo {
+  uint64_t id = 0;
+  Urgency urgency = Urgency::kNormal;
+  int32_t slot = -1;
+  runtime::ChunkPhase phase = runtime::ChunkPhase::kPrefill;
+  int32_t prompt_tokens = 0;
+  int32_t prompt_remaining = 0;
+  int32_t new_tokens = 0;
+  int64_t start_ns = 0;  // clock time
+  int64_t compute_ns = 0;
+  runtime::ChunkKnobs knobs;
+  bool finished = false;
+};
+
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  virtual void OnChunk(const ChunkEvent& chunk) = 0;
+  virtual void OnTerminal(const TerminalEvent& terminal) = 0;
+  // Called when the decision differs from the last one emitted (knobs, class, bands).
+  virtual void OnDecision(const Decision& decision, int64_t now_ns) = 0;
+  virtual void OnStep(const StepInfo& /*step*/) {}
+};
+
+struct SchedulerOptions {
+  const Policy* policy = nullptr;       // must outlive the scheduler
+  runtime::Engine* engine = nullptr;    // must outlive the scheduler
+  const thermal::Clock* clock = nullptr;
+  ChunkSink* sink = nullptr;
+  thermal::TemperatureSource* temperature = nullptr;  // null: reads as kNoSensor
+  // Memory reading per step; empty or nullopt: unknown (the ladder holds its band).
+  std::function<std::optional<runtime::MemoryReading>()> memory;
+  // CPU classes; nullopt: thermal::DetectTopology(). Efficiency knobs on a machine
+  // without efficiency cores use the performance cores.
+  std::optional<thermal::CpuTopology> topology;
+  runtime::KvType base_kv = runtime::KvType::kF16;  // what KV_FP16 maps to
+  int32_t max_prefill_chunk = 0;  // clamp for prefill_chunk (engine's max_chunk); 0 = none
+};
+
+struct StepResult {
+  bool ran = false;              // a chunk ran
+  bool idle = false;             // nothing admitted and not finished
+  int64_t next_step_ns = 0;      // do not call Step() before this (INT64_MAX: wait for input)
+  std::optional<StepInfo> info;  // the chunk that ran
+};
+
+// Maps the governor's knobs to the engine's (pure; exposed for tests and docs).
+runtime::ChunkKnobs MapKnobs(const Knobs& knobs, const MemoryActions& memory,
+                             const thermal::CpuTopology& topology, runtime::KvType base_kv,
+                             int32_t max_prefill_chunk);
+// The CPUs of a core class: perf -> performance, efficiency -> efficiency (or
+// performance when there are none), any -> all.
+std::vector<int> CpusFor(CoreClass c, const thermal::CpuTopology& topology);
+
+class Scheduler {
+ public:
+  static Result<std::unique_ptr<Scheduler>> Create(SchedulerOptions options);
+  ~Scheduler();  // Shutdown("scheduler destroyed") if still running
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Admits into the class queue. A CRITICAL request may evict a queued lower-class
+  // request, which then gets a REJECTED terminal at the next step.
+  SubmitStatus Submit(SchedRequest request);
+  // Cancels a queued or running request; it ends CANCELLED at the next boundary.
+  // False when the id is not live.
+  bool Cancel(uint64_t id);
+
+  // One chunk boundary (see above). Call from one thread.
+  StepResult Step();
+  // Real-time loop: Step(), then wait on a condition variable until the next step is
+  // due, a request/cancel arrives, or stop is requested. Returns on stop (requests
+  // stay admitted: call Shutdown() or Step() further).
+  void Run(std::stop_token stop);
+  // Stops admitting and ends every live request with SHUTDOWN.
+  void Shutdown(std::string_view message = "shutdown");
+
+  size_t live_requests() const;
+  std::array<uint32_t, kNumUrgencies> QueueDepths() const;
+  const Decision& last_decision() const { return last_decision_; }
+  const thermal::CpuTopology& topology() const { return topology_; }
+
+ private:
+  struct Live;
+  struct Slot {
+    uint64_t session = 0;  // 0 = no conversation kept
+    uint64_t running = 0;  // request id with a turn in progress, 0 = none
+    int64_t last_used_ns = 0;
+    Urgency last_urgency = Urgency::kBackground;
+  };
+  struct Pending {  // a terminal decided under the lock, delivered outside it
+    TerminalEvent event;
+    std::string message;
+  };
+  struct OrderKey {
+    int effective_rank;
+    int neg_class_rank;  // at equal effective rank, the one that aged more first
+    int64_t deadline_ns;
+    uint64_t seq;
+    auto operator<=>(const OrderKey&) const = default;
+  };
+
+  Scheduler(SchedulerOptions options, thermal::CpuTopology topology);
+
+  // With mu_ held:
+  void ApplyCancelsAndDeadlines(int64_t now);
+  Live* Pick(int64_t now, int* slot, bool* keep_context);
+  int FindSlotFor(const Live& r, bool* keep_context) const;
+  OrderKey Key(const Live& r, int64_t now) const;
+  Live* Find(uint64_t id) const;
+  void Finish(uint64_t id, TerminalStatus status, std::string_view message);
+  int64_t NextStep(int64_t now) const;
+  // Without mu_ held:
+  void Deliver();
+  void EndStep();
+
+  SchedulerOptions opt_;
+  thermal::CpuTopology topology_;
+  const Policy& policy_;
+  runtime::Engine& engine_;
+  const thermal::Clock& clock_;
+  ChunkSink& sink_;
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool wake_ = false;
+  bool shutdown_ = false;
+  bool stepping_ = false;
+  uint64_t next_seq_ = 0;
+  RequestQueue queue_;
+  std::vector<std::unique_ptr<Live>> live_;  // admitted, not yet terminated
+  std::vector<uint64_t> cancels_;
+  std::vector<Pending> pending_;
+  std::vector<Pending> deliver_;  // step-thread scratch
+
+  std::vector<Slot> slots_;
+  GovernorState gov_state_;
+  Decision last_decision_;
+  bool decision_emitted_ = false;
+  thermal::Reading reading_;
+  std::array<int64_t, kNumUrgencies> not_before_{};  // pacing, per class rank
+};
+
+}  // namespace ari::qos

@@ -1,0 +1,53 @@
+// Model benchmark over the Engine: prompt t/s, decode t/s, TTFT, time to ready, peak RSS,
+// resident embedding bytes (mincore), streaming read bandwidth and roofline fraction.
+// Driven by ari-perf (runtime/tools/perf.cc) and qos/tools/bench.cc (ari-bench).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/error.h"
+
+namespace ari::runtime {
+
+struct BenchOptions {
+  std::filesystem::path model;
+  Precision precision = Precision::kW8A16;
+  int threads = 2;
+  std::vector<int> prompt_sizes = {64, 128};
+  int n_gen = 64;
+  int reps = 5;
+  bool measure_bandwidth = true;
+  uint64_t bandwidth_bytes = 512ull << 20;  // buffer streamed by the bandwidth probe
+};
+
+struct Stat {
+  std::vector<double> values;
+  double median = 0, min = 0, max = 0;
+};
+
+struct BenchResult {
+  std::string model, precision;
+  int threads = 0;
+  double time_to_ready_ms = 0;
+  std::vector<int> prompt_sizes;
+  std::vector<Stat> prompt_tps;  // per prompt size
+  std::vector<Stat> ttft_ms;     // per prompt size
+  Stat decode_tps;
+  uint64_t peak_rss_bytes = 0;           // VmHWM
+  uint64_t embd_resident_bytes = 0, embd_table_bytes = 0;
+  uint64_t weight_bytes_per_token = 0;
+  double bandwidth_gbs = 0;              // multi-threaded streaming read
+  double roofline_tps = 0, roofline_fraction = 0;
+  std::string ToTable() const;
+  std::string ToJson() const;
+};
+
+Result<BenchResult> RunModelBench(const BenchOptions& o);
+// Streaming read bandwidth of `bytes` with `threads` threads, GB/s (best of 3).
+double MeasureReadBandwidth(uint64_t bytes, int threads);
+
+}  // namespace ari::runtime

@@ -1,0 +1,83 @@
+// ari-pack: writes a dual-precision pack (W8 + W4 in the kernels' layouts) of a GGUF.
+//   ari-pack in.gguf out.gguf [--calibrate text.txt] [-v]
+// --calibrate needs runtime/layer_calibration (fills PackOptions::layer_importance); until
+// that module exists the flag reports that it is unavailable.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "runtime/model.h"
+#include "runtime/pack_file.h"
+
+#if __has_include("runtime/layer_calibration.h")
+#include "runtime/layer_calibration.h"
+#define ARI_HAVE_CALIBRATION 1
+#endif
+
+int main(int argc, char** argv) {
+  std::string in, out, calib;
+  ari::runtime::PackOptions opts;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--calibrate" && i + 1 < argc) {
+      calib = argv[++i];
+    } else if (a == "-v") {
+      opts.verbose = true;
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: ari-pack in.gguf out.gguf [--calibrate text.txt] [-v]\n");
+      return 0;
+    } else if (in.empty()) {
+      in = a;
+    } else if (out.empty()) {
+      out = a;
+    } else {
+      std::fprintf(stderr, "ari-pack: unexpected argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (in.empty() || out.empty()) {
+    std::fprintf(stderr, "usage: ari-pack in.gguf out.gguf [--calibrate text.txt] [-v]\n");
+    return 2;
+  }
+  if (!calib.empty()) {
+#ifdef ARI_HAVE_CALIBRATION
+    auto model = ari::runtime::Model::Load(in);
+    if (!model) {
+      std::fprintf(stderr, "ari-pack: %s\n", model.error().ToString().c_str());
+      return 1;
+    }
+    std::ifstream f(calib, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    if (!f) {
+      std::fprintf(stderr, "ari-pack: cannot read %s\n", calib.c_str());
+      return 1;
+    }
+    auto ids = (*model)->tokenizer()->Encode(ss.str(), {});
+    if (!ids) {
+      std::fprintf(stderr, "ari-pack: %s\n", ids.error().ToString().c_str());
+      return 1;
+    }
+    auto imp = ari::runtime::CalibrateLayerImportance(**model, *ids);
+    if (!imp) {
+      std::fprintf(stderr, "ari-pack: calibration: %s\n", imp.error().ToString().c_str());
+      return 1;
+    }
+    opts.layer_importance = std::move(*imp);
+#else
+    std::fprintf(stderr, "ari-pack: --calibrate is not available in this build "
+                         "(runtime/layer_calibration missing)\n");
+    return 2;
+#endif
+  }
+  auto r = ari::runtime::WritePack(in, out, opts);
+  if (!r) {
+    std::fprintf(stderr, "ari-pack: %s\n", r.error().ToString().c_str());
+    return 1;
+  }
+  std::printf("ari-pack: wrote %s: %d matrices x 2 precisions, %.1f MiB in %.1f s\n", out.c_str(),
+              r->matrices, static_cast<double>(r->bytes_written) / 1048576.0, r->seconds);
+  return 0;
+}

@@ -1,0 +1,299 @@
+// Scenario generators: the per-scenario parameters and the assembly of a log.
+#include "sim/scenarios.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "sim/drive_log.h"
+#include "sim/prompts.h"
+#include "sim/scenario_models.h"
+
+namespace ari::sim {
+namespace {
+
+using internal::Job;
+using internal::Round1;
+namespace pol = ari::policy;
+
+// Prompt categories in generation order, with their request defaults.
+struct CategorySpec {
+  dl::PromptCategory category;
+  pol::Urgency urgency;
+  const char* client;
+  uint32_t default_max_tokens;
+  uint32_t deadline_lo_ms, deadline_hi_ms;  // 0, 0 = class default
+};
+constexpr std::array<CategorySpec, 5> kCategories = {{
+    {dl::NAVIGATION, pol::CRITICAL, "nav", 48, 1500, 3000},
+    {dl::VEHICLE_FUNCTIONS, pol::HIGH, "vehicle", 32, 3000, 5000},
+    {dl::CHAT, pol::NORMAL, "assistant", 128, 0, 0},
+    {dl::EXPLANATION, pol::NORMAL, "assistant", 160, 0, 0},
+    {dl::SUMMARY, pol::BACKGROUND, "summarizer", 128, 0, 0},
+}};
+enum Cat { kNav = 0, kVehicle, kChat, kExplain, kSummary };
+
+using Rates = std::array<double, 5>;  // requests per minute, by Cat
+
+struct Spec {
+  internal::DriveSpec drive;
+  internal::MemorySpec memory;
+  internal::SocSpec soc;
+  std::function<double(double)> ambient;      // true ambient (C) at t (s)
+  std::function<Rates(double)> rates;         // request rates at t (s)
+  double chat_session_gap_s = 180;            // a pause this long starts a new conversation
+};
+
+// Windows [start, start + length) of navigation bursts.
+std::vector<std::pair<double, double>> BurstWindows(uint64_t duration_ms, Prng& rng) {
+  std::vector<std::pair<double, double>> w;
+  const double end_s = static_cast<double>(duration_ms) / 1000.0;
+  for (double t = rng.Uniform(60, 180); t < end_s; t += rng.Uniform(360, 600)) {
+    w.emplace_back(t, 30.0);
+  }
+  return w;
+}
+
+Spec MakeSpec(std::string_view name, uint64_t duration_ms, Prng& layout) {
+  Spec s;
+  if (name == "city-commute") {
+    s.drive = {internal::DrivePattern::kCity, 10, false};
+    s.soc = {24, 2.0};
+    s.ambient = [](double t) { return 18.0 + std::min(6.0, t / 600.0); };  // morning warms up
+    s.rates = [](double t) {
+      return t < 120 ? Rates{3.0, 1.0, 0.3, 0.1, 0.0} : Rates{0.6, 0.5, 0.8, 0.3, 0.2};
+    };
+  } else if (name == "summer-heat-soak") {
+    s.drive = {internal::DrivePattern::kHighway, 10, false};
+    s.soc = {55, 3.5};  // parked in the sun; A/C and cameras heat the ECU bay too
+    s.ambient = [](double t) { return 45.0 + 0.3 * std::sin(t / 900.0); };
+    s.rates = [](double) { return Rates{0.4, 0.6, 1.2, 0.4, 0.3}; };
+  } else if (name == "mountain-pass") {
+    s.drive = {internal::DrivePattern::kMountain, 10, false};
+    s.soc = {22, 2.5};
+    s.ambient = [](double t) { return std::max(0.0, 20.0 - 0.5 * t / 60.0); };  // climbing
+    s.rates = [](double) { return Rates{0.8, 0.4, 2.5, 1.0, 0.5}; };
+  } else if (name == "cold-start") {
+    s.drive = {internal::DrivePattern::kCity, 60, true};
+    s.soc = {-15, 1.5};
+    s.ambient = [](double t) { return 18.0 - 33.0 * std::exp(-t / 600.0); };  // cabin heater
+    s.rates = [](double t) {
+      return t < 180 ? Rates{2.0, 3.0, 0.2, 0.5, 0.0} : Rates{0.4, 0.4, 0.6, 0.5, 0.2};
+    };
+  } else if (name == "memory-squeeze") {
+    s.drive = {internal::DrivePattern::kCity, 10, false};
+    s.memory.squeeze = true;
+    s.soc = {28, 2.0};
+    s.ambient = [](double) { return 25.0; };
+    s.rates = [](double) { return Rates{0.5, 0.4, 1.0, 0.4, 0.4}; };
+  } else if (name == "nav-burst-during-chat") {
+    s.drive = {internal::DrivePattern::kCity, 10, false};
+    s.soc = {26, 2.0};
+    s.ambient = [](double) { return 22.0; };
+    auto bursts = BurstWindows(duration_ms, layout);
+    s.rates = [bursts](double t) {
+      double nav = 0.2;
+      for (const auto& [b, len] : bursts) {
+        if (t >= b && t < b + len) nav = 16.0;
+      }
+      return Rates{nav, 0.2, 3.0, 0.3, 0.2};
+    };
+    s.chat_session_gap_s = 300;
+  }
+  return s;
+}
+
+constexpr std::array<ScenarioInfo, 6> kScenarios = {{
+    {"city-commute", "stop-and-go city drive, 18->24 C, destination burst at the start, mixed load"},
+    {"summer-heat-soak", "highway at 45 C ambient, SoC soaked to 55 C and heating under load"},
+    {"mountain-pass", "sustained chat/explanation load while the ambient falls 0.5 C/min to 0 C"},
+    {"cold-start", "-15 C start, ignition sequence, cabin warming, early burst of requests"},
+    {"memory-squeeze", "another app takes memory in waves (250..450 MB left) every few minutes"},
+    {"nav-burst-during-chat", "continuous chat with 30 s bursts of navigation prompts every 6..10 min"},
+}};
+
+uint32_t PickDeadline(const CategorySpec& c, Prng& rng) {
+  if (c.deadline_hi_ms == 0) return 0;
+  const uint32_t steps = (c.deadline_hi_ms - c.deadline_lo_ms) / 100;
+  return c.deadline_lo_ms + 100 * static_cast<uint32_t>(rng.Below(steps + 1));
+}
+
+// Poisson arrivals per category (thinning against the maximum rate), as events.
+Result<std::vector<dl::Event>> GenerateRequests(const Spec& spec, const dl::PromptSet& prompts,
+                                                uint64_t duration_ms, uint64_t seed) {
+  std::vector<dl::Event> out;
+  const double end_s = static_cast<double>(duration_ms) / 1000.0;
+  uint64_t next_session = 1;
+  for (size_t c = 0; c < kCategories.size(); ++c) {
+    const CategorySpec& cs = kCategories[c];
+    double max_rate = 0;
+    for (double t = 0; t <= end_s; t += 1.0) max_rate = std::max(max_rate, spec.rates(t)[c]);
+    if (max_rate <= 0) continue;
+    std::vector<const dl::Prompt*> pool;
+    for (const auto& p : prompts.prompt()) {
+      if (p.category() == cs.category) pool.push_back(&p);
+    }
+    if (pool.empty()) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "prompt set has no " + dl::PromptCategory_Name(cs.category) + " prompts");
+    }
+    Prng rng(SubSeed(seed, 100 + c));
+    uint64_t session = 0;
+    double last_chat_s = -1e9;
+    for (double t = rng.Exponential(60.0 / max_rate); t <= end_s;
+         t += rng.Exponential(60.0 / max_rate)) {
+      const double accept = rng.Uniform();
+      const dl::Prompt& prompt = *pool[rng.Below(pool.size())];
+      const uint32_t deadline = PickDeadline(cs, rng);
+      const bool new_conversation = rng.Bernoulli(0.15);
+      if (accept * max_rate >= spec.rates(t)[c]) continue;
+      dl::Event e;
+      e.set_t_ms(static_cast<uint64_t>(t * 1000.0));
+      auto* r = e.mutable_request();
+      r->set_client(cs.client);
+      r->set_urgency(cs.urgency);
+      r->set_prompt(prompt.text());
+      r->set_max_tokens(prompt.max_tokens() ? prompt.max_tokens() : cs.default_max_tokens);
+      r->set_deadline_ms(deadline);
+      r->set_category(cs.category);
+      if (c == kChat) {
+        if (session == 0 || new_conversation || t - last_chat_s > spec.chat_session_gap_s) {
+          session = next_session++;
+        }
+        last_chat_s = t;
+        r->set_session_id(session);
+      }
+      out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const ScenarioInfo> Scenarios() { return kScenarios; }
+
+Result<dl::DriveLog> GenerateScenario(const ScenarioOptions& options) {
+  const auto it = std::find_if(kScenarios.begin(), kScenarios.end(),
+                               [&](const ScenarioInfo& s) { return s.name == options.scenario; });
+  if (it == kScenarios.end()) {
+    std::string names;
+    for (const auto& s : kScenarios) names += (names.empty() ? "" : ", ") + std::string(s.name);
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "unknown scenario '" + options.scenario + "' (known: " + names + ")");
+  }
+  if (options.duration_ms < 1000 || options.duration_ms > kMaxScenarioDurationMs) {
+    return MakeError(ErrorCode::kInvalidArgument, "duration must be 1 s .. 24 h");
+  }
+  dl::PromptSet builtin;
+  const dl::PromptSet* prompts = options.prompts;
+  if (!prompts) {
+    auto b = BuiltinPromptSet();
+    if (!b) return std::unexpected(b.error());
+    builtin = std::move(*b);
+    prompts = &builtin;
+  }
+  // Streams derive from the seed and the scenario name (FNV-1a), so two
+  // scenarios with the same seed do not share noise.
+  uint64_t seed = 0xCBF29CE484222325ull;
+  for (const char ch : it->name) seed = (seed ^ static_cast<uint8_t>(ch)) * 0x100000001B3ull;
+  seed ^= options.seed;
+  const uint64_t duration = options.duration_ms;
+  Prng layout(SubSeed(seed, 0));
+  const Spec spec = MakeSpec(it->name, duration, layout);
+
+  // Streams in tie-break order; each has its own PRNG stream.
+  std::vector<dl::Event> events;
+  Prng vehicle_rng(SubSeed(seed, 1));
+  internal::GenerateVehicle(spec.drive, duration, vehicle_rng, &events);
+
+  Prng ambient_rng(SubSeed(seed, 2));
+  double drift = 0;
+  for (uint64_t t_ms = 0; t_ms <= duration; t_ms += 1000) {
+    drift = 0.98 * drift + ambient_rng.Normal(0, 0.03);
+    if (t_ms % 10000 != 0) continue;
+    dl::Event e;
+    e.set_t_ms(t_ms);
+    e.mutable_ambient_temperature()->set_celsius(
+        Round1(spec.ambient(static_cast<double>(t_ms) / 1000.0) + drift));
+    events.push_back(std::move(e));
+  }
+
+  auto requests = GenerateRequests(spec, *prompts, duration, seed);
+  if (!requests) return std::unexpected(requests.error());
+  std::stable_sort(requests->begin(), requests->end(),
+                   [](const dl::Event& a, const dl::Event& b) { return a.t_ms() < b.t_ms(); });
+  std::vector<Job> jobs;
+  for (const auto& e : *requests) {
+    const auto& r = e.request();
+    const double prefill_s = 0.002 * static_cast<double>(r.prompt().size()) / 4.0;
+    jobs.push_back({static_cast<double>(e.t_ms()) / 1000.0, prefill_s + 0.040 * r.max_tokens()});
+  }
+  Prng soc_rng(SubSeed(seed, 3));
+  internal::GenerateSoc(spec.soc, spec.ambient, jobs, duration, soc_rng, &events);
+  Prng memory_rng(SubSeed(seed, 4));
+  internal::GenerateMemory(spec.memory, duration, memory_rng, &events);
+  for (auto& e : *requests) events.push_back(std::move(e));
+  std::stable_sort(events.begin(), events.end(),
+                   [](const dl::Event& a, const dl::Event& b) { return a.t_ms() < b.t_ms(); });
+
+  dl::DriveLog log;
+  dl::Header* h = log.mutable_header();
+  h->set_vehicle("sim-sedan");
+  h->set_soc("sim-soc (RC model defaults)");
+  h->set_ambient_celsius(Round1(spec.ambient(0)));
+  h->set_notes(std::string(it->description));
+  h->set_scenario(std::string(it->name));
+  h->set_seed(options.seed);
+  h->set_duration_ms(duration);
+  h->set_generator("ari-sim gen (drive log v" + std::to_string(kDriveLogVersion) + ")");
+  h->set_memory_total_bytes(8ull << 30);
+  uint64_t next_id = 1;
+  log.mutable_event()->Reserve(static_cast<int>(events.size()));
+  for (auto& e : events) {
+    if (e.has_request()) e.mutable_request()->set_request_id(next_id++);
+    *log.add_event() = std::move(e);
+  }
+  if (auto v = ValidateDriveLog(log); !v) {
+    return MakeError(ErrorCode::kInternal, "generated log is invalid: " + v.error().message);
+  }
+  return log;
+}
+
+Result<uint64_t> ParseDuration(std::string_view text) {
+  if (text.empty()) return MakeError(ErrorCode::kInvalidArgument, "empty duration");
+  double total_ms = 0;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    double value = 0;
+    const auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), value);
+    if (ec != std::errc() || !std::isfinite(value) || value < 0) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "bad duration '" + std::string(text) + "' (examples: 90s, 30m, 1h, 1h30m)");
+    }
+    rest.remove_prefix(static_cast<size_t>(ptr - rest.data()));
+    double unit = 0;
+    for (auto [suffix, ms] : {std::pair{"ms", 1.0}, std::pair{"s", 1e3}, std::pair{"m", 60e3},
+                              std::pair{"h", 3600e3}}) {
+      if (rest.starts_with(suffix)) {
+        unit = ms;
+        rest.remove_prefix(std::string_view(suffix).size());
+        break;
+      }
+    }
+    if (unit == 0) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "duration '" + std::string(text) + "' needs a unit: ms, s, m or h");
+    }
+    total_ms += value * unit;
+  }
+  if (total_ms < 1 || total_ms > 1e12) {
+    return MakeError(ErrorCode::kInvalidArgument, "duration '" + std::string(text) + "' out of range");
+  }
+  return static_cast<uint64_t>(std::llround(total_ms));
+}
+
+}  // namespace ari::sim

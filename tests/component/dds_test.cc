@@ -1,0 +1,210 @@
+// The DDS wrappers: config handling, shared-memory fallback, QoS table, errors, and the
+// client's request encoding (no node needed).
+#include "component/dds.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "component/client.h"
+#include "tests/common/dds_test_util.h"
+
+namespace {
+
+namespace dds = ari::component::dds;
+using ari::component::AskParams;
+using ari::component::EncodeRequest;
+using ari::component::ErrorCode;
+
+AskParams Prompt(std::string text) {
+  AskParams p;
+  p.prompt = std::move(text);
+  return p;
+}
+
+dds::DomainOptions Loopback() {
+  dds::DomainOptions d;
+  d.domain_id = static_cast<uint32_t>(ari::testing::TestDomainId());
+  d.config = ari::testing::LoopbackConfigUri();
+  return d;
+}
+
+TEST(DdsWrappers, DetectsSharedMemoryInConfig) {
+  EXPECT_FALSE(dds::ConfigEnablesSharedMemory("<CycloneDDS><Domain/></CycloneDDS>"));
+  EXPECT_TRUE(dds::ConfigEnablesSharedMemory(
+      "<Domain><SharedMemory>\n  <Enable> true </Enable></SharedMemory></Domain>"));
+  EXPECT_FALSE(dds::ConfigEnablesSharedMemory("<SharedMemory><Enable>false</Enable></SharedMemory>"));
+  EXPECT_FALSE(dds::ConfigEnablesSharedMemory(
+      "<!-- <SharedMemory><Enable>true</Enable></SharedMemory> --><Domain/>"));
+}
+
+TEST(DdsWrappers, LoopbackDomainHasNoSharedMemory) {
+  auto d = dds::Domain::Create(Loopback());
+  ASSERT_TRUE(d) << d.error().ToString();
+  EXPECT_FALSE((*d)->shared_memory_requested());
+  EXPECT_FALSE((*d)->shared_memory_enabled());
+  EXPECT_NE((*d)->shared_memory_note().find("not enabled"), std::string::npos);
+  // A second domain with the same id in one process is refused with a clear error.
+  auto again = dds::Domain::Create(Loopback());
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kDds);
+  EXPECT_NE(again.error().dds_rc, 0);
+  EXPECT_NE(again.error().message.find("already exist"), std::string::npos);
+}
+
+TEST(DdsWrappers, SharedMemoryConfigFallsBackWithoutRoudi) {
+  std::string why;
+  if (dds::RoudiReachable(&why)) GTEST_SKIP() << "an iox-roudi is running on this machine";
+  auto opts = Loopback();
+  opts.config = dds::ShippedConfigUri("cyclonedds-shm.xml");
+  auto d = dds::Domain::Create(opts);  // must not block waiting for RouDi
+  ASSERT_TRUE(d) << d.error().ToString();
+  EXPECT_TRUE((*d)->shared_memory_requested());
+  EXPECT_FALSE((*d)->shared_memory_enabled());
+  EXPECT_NE((*d)->shared_memory_note().find("iox-roudi is not reachable"), std::string::npos)
+      << (*d)->shared_memory_note();
+  auto pp = dds::Participant::Create(*d);
+  ASSERT_TRUE(pp);
+  auto topic = dds::Topic::Create(*pp, dds::TopicKind::kTokenChunk);
+  ASSERT_TRUE(topic) << topic.error().ToString();
+  auto w = dds::Writer::Create(*pp, *topic);
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(w->shared_memory());
+  EXPECT_FALSE(w->loan_available());
+  ari_TokenChunk c{};
+  dds::CopyFixed("r-1", c.request_id);
+  ASSERT_TRUE(w->Write(&c));
+  EXPECT_EQ(w->stats().writes, 1u);
+  EXPECT_EQ(w->stats().loaned_writes, 0u);
+}
+
+TEST(DdsWrappers, BadConfigAndDomainAreErrors) {
+  auto opts = Loopback();
+  opts.config = "file:///nonexistent/cyclone.xml";
+  auto d = dds::Domain::Create(opts);
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().code, ErrorCode::kConfig);
+  opts = Loopback();
+  opts.domain_id = 231;
+  EXPECT_FALSE(dds::Domain::Create(opts));
+}
+
+TEST(DdsWrappers, QosTable) {
+  using dds::TopicKind;
+  for (TopicKind k : {TopicKind::kRequest, TopicKind::kTokenChunk, TopicKind::kCancel,
+                      TopicKind::kNodeStatus}) {
+    const auto& spec = dds::TopicQos(k);
+    EXPECT_GE(spec.reader_depth, 1);
+    EXPECT_GE(spec.writer_depth, 1);
+    // Fixed-size types are a precondition of the shared-memory path.
+    EXPECT_NE(dds::TopicDescriptor(k)->m_flagset & DDS_TOPIC_FIXED_SIZE, 0u) << spec.name;
+    dds::Qos wq = dds::WriterQos(k, std::chrono::seconds(1));
+    dds_reliability_kind_t rel;
+    dds_duration_t block;
+    ASSERT_TRUE(dds_qget_reliability(wq.get(), &rel, &block));
+    EXPECT_EQ(rel, DDS_RELIABILITY_RELIABLE);
+    dds_duration_t deadline;
+    EXPECT_FALSE(dds_qget_deadline(wq.get(), &deadline)) << "no deadline QoS (disables shm)";
+    dds_durability_kind_t dur;
+    ASSERT_TRUE(dds_qget_durability(wq.get(), &dur));
+    EXPECT_EQ(dur, k == TopicKind::kNodeStatus ? DDS_DURABILITY_TRANSIENT_LOCAL
+                                               : DDS_DURABILITY_VOLATILE);
+    dds_liveliness_kind_t lk;
+    dds_duration_t lease;
+    ASSERT_TRUE(dds_qget_liveliness(wq.get(), &lk, &lease));
+    EXPECT_EQ(lk, DDS_LIVELINESS_AUTOMATIC);
+    EXPECT_EQ(lease == DDS_INFINITY, k != TopicKind::kNodeStatus);
+  }
+}
+
+TEST(DdsWrappers, WaitSetTimesOutAndGuardWakesIt) {
+  auto d = dds::Domain::Create(Loopback());
+  ASSERT_TRUE(d);
+  auto pp = dds::Participant::Create(*d);
+  ASSERT_TRUE(pp);
+  auto ws = dds::WaitSet::Create(*pp);
+  auto g = dds::GuardCondition::Create(*pp);
+  ASSERT_TRUE(ws && g);
+  ASSERT_TRUE(ws->Attach(g->handle(), 42));
+  dds_attach_t out[2];
+  auto n = ws->Wait(out, std::chrono::milliseconds(1));
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 0u);
+  ASSERT_TRUE(g->Trigger());
+  n = ws->Wait(out, std::chrono::seconds(5));
+  ASSERT_TRUE(n);
+  ASSERT_EQ(*n, 1u);
+  EXPECT_EQ(out[0], 42);
+  auto taken = g->TakeTriggered();
+  ASSERT_TRUE(taken);
+  EXPECT_TRUE(*taken);
+  // Attaching a deleted entity is a DDS error, not a crash.
+  auto bad = ws->Attach(123456, 1);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kDds);
+}
+
+TEST(EncodeRequest, PromptTurnsAndLimits) {
+  ari_Request r;
+  AskParams p;
+  p.prompt = "hello";
+  p.urgency = ari_URGENCY_CRITICAL;
+  p.max_tokens = 9;
+  p.deadline_ms = 250;
+  p.session_id = 3;
+  ASSERT_TRUE(EncodeRequest(p, "c-1-abc", "c", &r));
+  EXPECT_EQ(r.prompt_len, 5u);
+  EXPECT_EQ(std::string(r.prompt, r.prompt_len), "hello");
+  EXPECT_EQ(r.urgency, ari_URGENCY_CRITICAL);
+  EXPECT_EQ(r.deadline_ms, 250u);
+  EXPECT_EQ(r.n_turns, 0u);
+
+  AskParams t;
+  t.turns = {{ari_ROLE_SYSTEM, "sys"}, {ari_ROLE_USER, "hi"}};
+  ASSERT_TRUE(EncodeRequest(t, "c-2-abc", "c", &r));
+  EXPECT_EQ(r.prompt_len, 0u);
+  ASSERT_EQ(r.n_turns, 2u);
+  EXPECT_EQ(r.turns[0].role, ari_ROLE_SYSTEM);
+  EXPECT_EQ(std::string(r.turns[1].text, r.turns[1].text_len), "hi");
+
+  // Exactly at the limit is fine; one byte more is not.
+  AskParams full = Prompt(std::string(ari_kPromptLen, 'a'));
+  EXPECT_TRUE(EncodeRequest(full, "c-3", "c", &r));
+  full.prompt.push_back('a');
+  auto e = EncodeRequest(full, "c-3", "c", &r);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, ErrorCode::kInvalidArgument);
+
+  EXPECT_FALSE(EncodeRequest(AskParams{}, "c-4", "c", &r));  // neither prompt nor turns
+  AskParams both = Prompt("x");
+  both.turns = {{ari_ROLE_USER, "y"}};
+  EXPECT_FALSE(EncodeRequest(both, "c-5", "c", &r));
+  AskParams many;
+  many.turns = std::vector<ari::component::Turn>(ari_kMaxTurns + 1, {ari_ROLE_USER, "y"});
+  EXPECT_FALSE(EncodeRequest(many, "c-6", "c", &r));
+  AskParams urg = Prompt("x");
+  urg.urgency = static_cast<ari_Urgency>(9);
+  EXPECT_FALSE(EncodeRequest(urg, "c-7", "c", &r));
+  AskParams zero = Prompt("x");
+  zero.max_tokens = 0;
+  EXPECT_FALSE(EncodeRequest(zero, "c-8", "c", &r));
+  EXPECT_FALSE(EncodeRequest(Prompt("x"), std::string(ari_kRequestIdLen, 'r'), "c", &r));
+}
+
+TEST(TerminalError, MapsStatuses) {
+  ari_TokenChunk c{};
+  c.terminal = true;
+  c.status = ari_STATUS_DONE;
+  EXPECT_FALSE(ari::component::TerminalError(c));
+  c.status = ari_STATUS_BUSY;
+  dds::CopyFixed("queue full", c.message);
+  auto e = ari::component::TerminalError(c);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, ErrorCode::kRejected);
+  EXPECT_EQ(e->status, ari_STATUS_BUSY);
+  EXPECT_NE(e->message.find("queue full"), std::string::npos);
+  c.status = ari_STATUS_SHUTDOWN;
+  EXPECT_EQ(ari::component::TerminalError(c)->code, ErrorCode::kFailed);
+}
+
+}  // namespace

@@ -1,0 +1,178 @@
+#include "component/request_validator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "component/client.h"
+
+namespace ari::component {
+namespace {
+
+ari_Request Good() {
+  AskParams p;
+  p.prompt = "Once upon a time";
+  p.max_tokens = 16;
+  ari_Request r{};
+  EXPECT_TRUE(EncodeRequest(p, "c-1-abc", "c", &r).has_value());
+  return r;
+}
+
+RequestLimits Limits() {
+  RequestLimits l;
+  l.max_prompt_bytes = 100;
+  l.min_max_tokens = 1;
+  l.max_max_tokens = 64;
+  return l;
+}
+
+void SetPrompt(ari_Request& r, std::string_view text) {
+  std::memset(r.prompt, 0, sizeof r.prompt);
+  std::memcpy(r.prompt, text.data(), text.size());
+  r.prompt_len = static_cast<uint32_t>(text.size());
+}
+
+TEST(RequestValidator, AcceptsAWellFormedRequest) {
+  EXPECT_TRUE(ValidateRequest(Good(), Limits()).ok());
+}
+
+TEST(RequestValidator, EmptyAndOversizedPrompt) {
+  ari_Request r = Good();
+  SetPrompt(r, "");
+  auto v = ValidateRequest(r, Limits());
+  EXPECT_EQ(v.status, ari_STATUS_INVALID);
+  EXPECT_NE(v.message.find("empty prompt"), std::string::npos) << v.message;
+  SetPrompt(r, std::string(101, 'a'));
+  v = ValidateRequest(r, Limits());
+  EXPECT_EQ(v.status, ari_STATUS_INVALID);
+  EXPECT_NE(v.message.find("limit"), std::string::npos) << v.message;
+  r.prompt_len = ari_kPromptLen + 5;  // lies about its length: must not read past the array
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+}
+
+TEST(RequestValidator, MaxTokensRange) {
+  ari_Request r = Good();
+  r.max_tokens = 0;
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+  r.max_tokens = 65;
+  auto v = ValidateRequest(r, Limits());
+  EXPECT_EQ(v.status, ari_STATUS_INVALID);
+  EXPECT_NE(v.message.find("max_tokens"), std::string::npos);
+  r.max_tokens = 64;
+  EXPECT_TRUE(ValidateRequest(r, Limits()).ok());
+}
+
+TEST(RequestValidator, UnknownUrgencyAndRole) {
+  ari_Request r = Good();
+  int32_t bad = 7;
+  std::memcpy(&r.urgency, &bad, sizeof bad);
+  auto v = ValidateRequest(r, Limits());
+  EXPECT_EQ(v.status, ari_STATUS_INVALID);
+  EXPECT_NE(v.message.find("urgency"), std::string::npos);
+
+  ari_Request t = Good();
+  t.prompt_len = 0;
+  t.n_turns = 1;
+  t.turns[0].text_len = 2;
+  std::memcpy(t.turns[0].text, "hi", 2);
+  EXPECT_TRUE(ValidateRequest(t, Limits()).ok());
+  bad = -1;
+  std::memcpy(&t.turns[0].role, &bad, sizeof bad);
+  EXPECT_EQ(ValidateRequest(t, Limits()).status, ari_STATUS_INVALID);
+}
+
+TEST(RequestValidator, PromptAndTurnsAreExclusiveAndBounded) {
+  ari_Request r = Good();
+  r.n_turns = 1;
+  r.turns[0].text_len = 1;
+  r.turns[0].text[0] = 'x';
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+  r.prompt_len = 0;
+  r.n_turns = ari_kMaxTurns + 1;
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+}
+
+TEST(RequestValidator, InvalidUtf8) {
+  ari_Request r = Good();
+  SetPrompt(r, "ok \xff bad");
+  auto v = ValidateRequest(r, Limits());
+  EXPECT_EQ(v.status, ari_STATUS_INVALID);
+  EXPECT_NE(v.message.find("UTF-8"), std::string::npos);
+}
+
+TEST(RequestValidator, Utf8Rules) {
+  EXPECT_TRUE(IsValidUtf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x9a\x97"));
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xe0\x80\xaf"));      // overlong 3-byte
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // > U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // truncated
+  EXPECT_FALSE(IsValidUtf8("\x80"));              // lone continuation
+  EXPECT_TRUE(IsValidUtf8(std::string_view("a\0b", 3)));
+}
+
+TEST(RequestValidator, IdsMustBeTerminatedAndPrintable) {
+  ari_Request r = Good();
+  std::memset(r.request_id, 'x', sizeof r.request_id);  // no NUL
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+  r = Good();
+  r.client_id[0] = '\0';
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+  r = Good();
+  r.request_id[1] = ' ';
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+}
+
+TEST(RequestValidator, SamplingValues) {
+  ari_Request r = Good();
+  r.sampling.temperature = NAN;
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+  r = Good();
+  r.sampling.top_p = 1.5f;
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+}
+
+TEST(RequestValidator, ArbitraryBytesNeverCrash) {
+  ari_Request r{};
+  uint64_t x = 88172645463325252ull;
+  auto* bytes = reinterpret_cast<unsigned char*>(&r);
+  for (int round = 0; round < 2000; ++round) {
+    for (size_t i = 0; i < sizeof r; i += 8) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      std::memcpy(bytes + i, &x, std::min<size_t>(8, sizeof r - i));
+    }
+    (void)ValidateRequest(r, Limits());
+  }
+}
+
+TEST(RateLimiter, TokenBucketRefills) {
+  RateLimiter rl(2.0, 3);  // 2 per second, burst 3
+  const int64_t s = 1'000'000'000;
+  EXPECT_TRUE(rl.Allow("a", 0));
+  EXPECT_TRUE(rl.Allow("a", 0));
+  EXPECT_TRUE(rl.Allow("a", 0));
+  EXPECT_FALSE(rl.Allow("a", 0));
+  EXPECT_TRUE(rl.Allow("b", 0));  // per client
+  EXPECT_FALSE(rl.Allow("a", s / 4));
+  EXPECT_TRUE(rl.Allow("a", s / 2));  // one token after 0.5 s
+  EXPECT_FALSE(rl.Allow("a", s / 2));
+  EXPECT_TRUE(rl.Allow("a", 100 * s));
+  RateLimiter off(0.0, 1);
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(off.Allow("a", 0));
+}
+
+TEST(RecentIds, DetectsDuplicatesWithinCapacity) {
+  RecentIds ids(2);
+  EXPECT_TRUE(ids.Insert("a"));
+  EXPECT_FALSE(ids.Insert("a"));
+  EXPECT_TRUE(ids.Insert("b"));
+  EXPECT_TRUE(ids.Insert("c"));  // forgets "a"
+  EXPECT_TRUE(ids.Insert("a"));
+  EXPECT_FALSE(ids.Insert("c"));
+}
+
+}  // namespace
+}  // namespace ari::component

@@ -1,0 +1,91 @@
+// Zero heap allocation in RunChunk/StartTurn after warm-up, across prefill, decode, sampling,
+// precision, thread-count and ISA switches. Counts every global operator new form (malloc
+// hooks no longer exist in glibc >= 2.34; the runtime allocates only through new).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "runtime/engine.h"
+#include "tests/runtime/engine_fixture.h"
+
+namespace {
+std::atomic<long> g_news{0};
+std::atomic<bool> g_count{false};
+void* Count(std::size_t n, std::size_t align = 0) {
+  if (g_count.load(std::memory_order_relaxed)) g_news.fetch_add(1);
+  void* p = align ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return Count(n); }
+void* operator new[](std::size_t n) { return Count(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return Count(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return Count(n); }
+void* operator new(std::size_t n, std::align_val_t a) { return Count(n, static_cast<size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return Count(n, static_cast<size_t>(a)); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace ari::runtime {
+namespace {
+
+void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) {
+  const kernels::IsaTier tiers[] = {kernels::IsaTier::kScalar, kernels::IsaTier::kAvx512Vnni};
+  for (int t = 0; t < turns; ++t) {
+    TurnSpec ts;
+    ts.prompt = prompt;
+    ts.max_tokens = 40;
+    ts.keep_context = false;
+    if (sampled) { ts.sampling.temperature = 0.8f; ts.sampling.top_p = 0.9f; ts.sampling.top_k = 20; }
+    ASSERT_TRUE(e.StartTurn(0, ts).has_value());
+    for (int c = 0;; ++c) {
+      ChunkKnobs k;
+      k.precision = (c % 2) ? Precision::kW4A8 : Precision::kW8A16;
+      k.threads = 1 + c % 2;
+      k.max_isa = tiers[c % 2];
+      k.prefill_tokens = 3;
+      k.decode_tokens = 5;
+      k.greedy_only = (c % 3) == 0;
+      auto r = e.RunChunk(0, k);
+      ASSERT_TRUE(r.has_value());
+      if (r->finished) break;
+    }
+  }
+}
+
+TEST(EngineAlloc, NoHeapAllocationAfterWarmUp) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  for (const auto& path : {mp.pack, mp.plain}) {
+    EngineOptions o;
+    o.model_path = path;
+    o.context_length = 256;
+    o.threads = 2;
+    o.require_tokenizer = true;
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.has_value());
+    const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
+    Drive(**e, prompt, true, 1);  // warm-up
+    g_news = 0;
+    g_count = true;
+    Drive(**e, prompt, false, 4);
+    Drive(**e, prompt, true, 4);
+    g_count = false;
+    EXPECT_EQ(g_news.load(), 0) << path;
+  }
+  (void)kernels::SetMaxIsaTier(kernels::BestIsaTier());
+}
+
+}  // namespace
+}  // namespace ari::runtime

@@ -1,0 +1,78 @@
+#include "runtime/thread_pool.h"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <atomic>
+#include <vector>
+
+namespace ari::runtime {
+namespace {
+
+struct Ctx {
+  std::atomic<int> calls{0};
+  std::vector<int> seen;
+};
+
+void Job(void* c, int i, int n) {
+  auto* ctx = static_cast<Ctx*>(c);
+  ctx->calls.fetch_add(1);
+  ctx->seen[static_cast<size_t>(i)] = n;
+}
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof(set), &set);
+  std::vector<int> v;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) v.push_back(c);
+  }
+  return v;
+}
+
+TEST(ThreadPool, RunsEveryIndexOnce) {
+  auto pool = ThreadPool::Create(3);
+  ASSERT_TRUE(pool.has_value());
+  Ctx ctx;
+  ctx.seen.assign(3, 0);
+  for (int rep = 0; rep < 200; ++rep) {
+    const int n = 1 + rep % 3;
+    ctx.calls = 0;
+    (*pool)->Run(&Job, &ctx, n);
+    EXPECT_EQ(ctx.calls.load(), n);
+  }
+}
+
+TEST(ThreadPool, PinsAndRepinsWithoutNewThreads) {
+  const auto cpus = AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  auto pool = ThreadPool::Create(3, std::vector<int>{cpus[0]});
+  ASSERT_TRUE(pool.has_value());
+  auto p1 = (*pool)->Pinning();
+  ASSERT_EQ(p1.tids.size(), 2u);
+  for (const auto& w : p1.worker_cpus) EXPECT_EQ(w, std::vector<int>{cpus[0]});
+  EXPECT_TRUE(p1.failures.empty());
+  ASSERT_TRUE((*pool)->SetCpus(cpus).has_value());
+  auto p2 = (*pool)->Pinning();
+  EXPECT_EQ(p2.tids, p1.tids);  // same threads
+  for (const auto& w : p2.worker_cpus) EXPECT_EQ(w, cpus);
+  Ctx ctx;
+  ctx.seen.assign(3, 0);
+  (*pool)->Run(&Job, &ctx, 3);
+  EXPECT_EQ(ctx.calls.load(), 3);
+}
+
+TEST(ThreadPool, ReportsPinningFailures) {
+  auto pool = ThreadPool::Create(2);
+  ASSERT_TRUE(pool.has_value());
+  EXPECT_FALSE((*pool)->SetCpus(std::vector<int>{}).has_value());
+  EXPECT_FALSE((*pool)->SetCpus(std::vector<int>{-1}).has_value());
+  // A CPU that is not online: the OS refuses, the failure is reported.
+  auto r = (*pool)->SetCpus(std::vector<int>{1000});
+  EXPECT_FALSE(r.has_value());
+  EXPECT_FALSE((*pool)->Pinning().failures.empty());
+}
+
+}  // namespace
+}  // namespace ari::runtime
