@@ -82,7 +82,9 @@ cmd_test() {
   log "ASan+UBSan tests (label 'slow' excluded)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
       run_tests "$ROOT/build-asan" -LE slow
-  cross_test
+  # The aarch64 cross build + qemu runs (./ari.sh cross-test) join this command once they
+  # are verified from a clean clone within the CI time budget (issue 10).
+  if [[ "${ARI_CROSS_TEST:-0}" == 1 ]]; then cross_test; fi
   log "fuzz smoke (30 s per target)"
   cmd_fuzz_smoke
   log "all tests passed"
@@ -209,6 +211,21 @@ cross_test() {
     ARI_QEMU_CPU=$cpu run_tests "$CROSS_DIR" -LE 'slow|no_emulation'
   done
   log "aarch64: build $((built - start)) s, emulated tests $((SECONDS - built)) s"
+}
+
+# Every module for aarch64: arm64 multiarch DDS / protobuf / sensors / iceoryx; idlc and
+# protoc are the host's (cyclonedds-tools, protobuf-compiler from PACKAGES). Build only:
+# not part of `test` (it costs a full second build of the tree).
+CROSS_ALL_ARM64_PACKAGES=("${CROSS_ARM64_PACKAGES[@]}" cyclonedds-dev:arm64 libprotobuf-dev:arm64
+                          libsensors-dev:arm64 libiceoryx-posh-dev:arm64)
+cross_all() {
+  local start=$SECONDS
+  cross_setup "${CROSS_ALL_ARM64_PACKAGES[@]}"
+  log "aarch64 cross build of every module in $ROOT/build-aarch64-all"
+  configure_and_build "$ROOT/build-aarch64-all" \
+      -DCMAKE_TOOLCHAIN_FILE="$ROOT/config/toolchain-aarch64.cmake" \
+      -DARI_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Release
+  log "aarch64 full build done in $((SECONDS - start)) s: $ROOT/build-aarch64-all/{component,sim,qos,runtime}/ari-*"
 }
 
 cmd_demo() {
