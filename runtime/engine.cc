@@ -216,7 +216,8 @@ uint64_t EngineImpl::WeightBytesPerToken(Precision p) const {
 }
 
 void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
-  (void)kernels::SetMaxIsaTier(k.max_isa);  // other family: keep the current tier
+  // A tier of the other family is ignored (checked first: building its error allocates).
+  if (kernels::IsaTierInFamily(k.max_isa)) (void)kernels::SetMaxIsaTier(k.max_isa);
   if (k.cpu_mask != 0) (void)pool_->SetCpuMask(k.cpu_mask);  // failures: see Pinning()
   if (k.threads > 0) threads_ = std::min(k.threads, pool_->max_participants());
   const int32_t n_layers = model_->config().n_layers;
