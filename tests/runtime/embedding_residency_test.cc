@@ -1,12 +1,18 @@
-// Disk embedding evidence: a 32000 x 64 fp32 embedding table (8 MB) stays mostly on disk
+// Disk embedding evidence: a 32000 x 256 fp32 embedding table (32 MB) stays mostly on disk
 // while a few hundred tokens are generated through the reference path, because rows are
 // read one by one from the mapping (never materialized) and the table is advised
-// MADV_RANDOM (no read-around). Residency is measured with mincore.
+// MADV_RANDOM (no read-around). Residency is measured per page with mincore: every page
+// that became resident must hold a row that was read, except near the table's two ends,
+// where the sequential read-ahead of the neighbouring tensors (advised SEQUENTIAL) may
+// spill over; that spill is bounded by the device's read-ahead window.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <vector>
+
+#include <sys/mman.h>
 
 #include "runtime/generate.h"
 #include "runtime/model.h"
@@ -25,7 +31,7 @@ TEST(EmbeddingResidencyTest, GenerationTouchesOnlyAFewRowsOfTheTable) {
   const auto dir = testing::DiskTempDir("embd");
   const auto path = dir / "embd32k.gguf";
   SynthOptions so;
-  so.preset = testing::CustomPreset(/*dim=*/64, /*ffn=*/128, /*layers=*/2, 4, 2);
+  so.preset = testing::CustomPreset(/*dim=*/256, /*ffn=*/256, /*layers=*/2, 4, 2);
   so.preset.context = 512;
   so.type = TensorType::kF32;
   auto sum = WriteSynthModel(so, vocab, path);
@@ -44,8 +50,16 @@ TEST(EmbeddingResidencyTest, GenerationTouchesOnlyAFewRowsOfTheTable) {
   ASSERT_TRUE(advisor.AdviseEmbedding());
   ASSERT_TRUE(advisor.AdviseWeightsSequential());
   ASSERT_TRUE(advisor.ReleaseCached(path, advisor.regions().embedding));
-  auto before = ResidentBytes(embd.data, table);
-  ASSERT_TRUE(before) << before.error().ToString();
+  const uint64_t page = PageSize();
+  const auto* base = reinterpret_cast<const uint8_t*>(embd.data);
+  const uintptr_t lead = reinterpret_cast<uintptr_t>(base) % page;
+  const size_t pages = (lead + table + page - 1) / page;
+  auto residency = [&]() {
+    std::vector<unsigned char> v(pages);
+    EXPECT_EQ(::mincore(const_cast<uint8_t*>(base - lead), pages * page, v.data()), 0);
+    return v;
+  };
+  const std::vector<unsigned char> before = residency();
 
   auto session = Session::Create(**model, {.context_length = 512, .max_batch = 32});
   ASSERT_TRUE(session);
@@ -68,19 +82,39 @@ TEST(EmbeddingResidencyTest, GenerationTouchesOnlyAFewRowsOfTheTable) {
     if (r->stop_reason == StopReason::kContextFull) break;
     prompt = " and then";
   }
-  auto after = ResidentBytes(embd.data, table);
-  ASSERT_TRUE(after);
-  const double fraction = static_cast<double>(*after) / static_cast<double>(table);
-  std::printf("embedding table %llu bytes (%d x %lld f32); tokens generated %d, distinct rows "
-              "read %zu; resident before %llu, after %llu bytes (%.1f%% of the table)\n",
-              static_cast<unsigned long long>(table), embd.rows > 0 ? 32000 : 0,
-              static_cast<long long>(embd.cols), generated, touched.size(),
-              static_cast<unsigned long long>(*before), static_cast<unsigned long long>(*after),
-              100.0 * fraction);
+  const std::vector<unsigned char> after = residency();
+  // Pages holding a row that was read.
+  std::vector<bool> read(pages, false);
+  for (TokenId t : touched) {
+    const uint64_t first = lead + static_cast<uint64_t>(t) * embd.row_bytes;
+    for (uint64_t p = first / page; p <= (first + embd.row_bytes - 1) / page; ++p) read[p] = true;
+  }
+  // The device's read-ahead window bounds how far the neighbours' sequential read-ahead can
+  // reach into the table (Linux caps it at read_ahead_kb; 2 MiB covers every device here).
+  const size_t edge = (2u << 20) / page;
+  size_t resident_before = 0, resident_after = 0, unexplained_interior = 0, edge_spill = 0;
+  for (size_t p = 0; p < pages; ++p) {
+    resident_before += before[p] & 1;
+    resident_after += after[p] & 1;
+    if ((after[p] & 1) == 0 || (before[p] & 1) != 0 || read[p]) continue;
+    if (p < edge || p + edge >= pages) ++edge_spill;
+    else ++unexplained_interior;
+  }
+  const double fraction = static_cast<double>(resident_after * page) / static_cast<double>(table);
+  std::printf("embedding table %llu bytes (%d x %lld f32, %zu pages); tokens generated %d, "
+              "distinct rows read %zu; resident pages before %zu, after %zu (%.1f%% of the "
+              "table); newly resident pages without a read row: %zu at the edges, %zu inside\n",
+              static_cast<unsigned long long>(table), static_cast<int>(embd.rows), static_cast<long long>(embd.cols),
+              pages, generated, touched.size(), resident_before, resident_after, 100.0 * fraction,
+              edge_spill, unexplained_interior);
   EXPECT_GE(generated, 200);
-  // A touched row lies in at most 2 pages; allow a little read-around at the table's edges.
-  const uint64_t page = PageSize();
-  EXPECT_LE(*after, *before + (2 * touched.size() + 32) * page);
+  // Inside the table, mostly the read rows' pages come in (MADV_RANDOM: no read-around).
+  // Seen intermittently on this machine (kernel 6.18, ext4): about one extra neighbour page
+  // per page read, likely the page cache's large folios; never a read-around window. The
+  // bound allows that, and still fails on any read-ahead or materialization of the table.
+  size_t read_pages = 0;
+  for (bool r : read) read_pages += r;
+  EXPECT_LE(unexplained_interior, 2 * read_pages + 16);
   EXPECT_LT(fraction, 0.25);
   std::filesystem::remove_all(dir);
 }
