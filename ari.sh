@@ -82,9 +82,10 @@ cmd_test() {
   log "ASan+UBSan tests (label 'slow' excluded)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
       run_tests "$ROOT/build-asan" -LE slow
-  # The aarch64 cross build + qemu runs (./ari.sh cross-test) join this command once they
-  # are verified from a clean clone within the CI time budget (issue 10).
-  if [[ "${ARI_CROSS_TEST:-0}" == 1 ]]; then cross_test; fi
+  # aarch64: cross build of runtime/ + its tests under qemu for 3 CPU models (issue 10;
+  # docs/deployment.md). ARI_CROSS_TEST=0 skips it (e.g. on a machine without arm64
+  # multiarch packages).
+  if [[ "${ARI_CROSS_TEST:-1}" == 1 ]]; then cross_test; else log "aarch64 tests skipped (ARI_CROSS_TEST=0)"; fi
   log "fuzz smoke (30 s per target)"
   cmd_fuzz_smoke
   log "all tests passed"
@@ -208,7 +209,7 @@ cross_test() {
            "$CROSS_DIR/tests/runtime/runtime_kernels_dispatch_test" \
            --gtest_filter=DispatchTest.DetectsConsistentFeatures 2>&1 | grep -m1 '^CPU:' || true)
     log "qemu -cpu $cpu: ${tier:-tier line missing}"
-    ARI_QEMU_CPU=$cpu run_tests "$CROSS_DIR" -LE 'slow|no_emulation'
+    ARI_QEMU_CPU=$cpu run_tests "$CROSS_DIR" -LE 'slow|no_emulation' --timeout 600
   done
   log "aarch64: build $((built - start)) s, emulated tests $((SECONDS - built)) s"
 }
