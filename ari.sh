@@ -27,6 +27,7 @@ PACKAGES=(
   libicu-dev                              # Unicode categories/regex for tokenizer pre-splitting
   clang-16 libclang-rt-16-dev             # libFuzzer + ASan/UBSan runtimes for tests/fuzz (clang 14
                                           # cannot compile libstdc++ 12's <expected>)
+  chromium                                # headless render test of the replay report (sim.report)
 )
 
 log() { printf '\033[1m[ari]\033[0m %s\n' "$*" >&2; }

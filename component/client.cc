@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -45,6 +46,17 @@ bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
   return cv.wait_for(lock, timeout, pred);
 }
 
+// dds::kIceoryxSettle; ARI_ICEORYX_SETTLE_MS overrides it (diagnosis only: 0 brings
+// the start-up race back, see docs/interface.md "Shared memory").
+dds::Duration IceoryxSettle() {
+  static const dds::Duration settle = [] {
+    const char* env = std::getenv("ARI_ICEORYX_SETTLE_MS");
+    if (env == nullptr || *env == '\0') return dds::kIceoryxSettle;
+    return dds::Duration(std::chrono::milliseconds(std::atoi(env)));
+  }();
+  return settle;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ core
@@ -84,6 +96,10 @@ class ClientCore {
   // dead node's endpoints stay matched until its participant lease expires).
   std::optional<dds_guid_t> node_participant_;
   uint64_t events_ = 0;  // bumped on every match/liveliness/status event
+  // Shared memory: when the current node's endpoints were first seen matched (see
+  // dds::kIceoryxSettle); requests wait until the iceoryx connections are up.
+  std::optional<dds_guid_t> settle_node_;
+  std::chrono::steady_clock::time_point settle_since_{};
 
  private:
   void Dispatch();
@@ -92,6 +108,9 @@ class ClientCore {
   void OnLiveliness();
   void OnMatched();
   bool NodeReady();
+  // Under shared memory: records when the current node was first seen matched and
+  // returns when iceoryx has surely connected (that time + kIceoryxSettle).
+  std::chrono::steady_clock::time_point IceoryxReadyAt();
 };
 
 Result<std::shared_ptr<ClientCore>> ClientCore::Create(std::shared_ptr<dds::Domain> domain,
@@ -261,9 +280,22 @@ void ClientCore::OnMatched() {
   // Reading the statuses resets them; waiters re-check the matches themselves.
   (void)request_writer_.MatchedReaders();
   (void)chunk_reader_.MatchedWriters();
+  if (participant_.domain().shared_memory_enabled() && NodeReady()) (void)IceoryxReadyAt();
   std::lock_guard<std::mutex> lock(mutex_);
   ++events_;
   view_cv_.notify_all();
+}
+
+std::chrono::steady_clock::time_point ClientCore::IceoryxReadyAt() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!node_participant_) return now;
+  if (!settle_node_ ||
+      std::memcmp(settle_node_->v, node_participant_->v, sizeof settle_node_->v) != 0) {
+    settle_node_ = node_participant_;
+    settle_since_ = now;
+  }
+  return settle_since_ + IceoryxSettle();
 }
 
 bool ClientCore::NodeReady() {
@@ -286,7 +318,15 @@ Result<void> ClientCore::WaitMatched() {
       std::lock_guard<std::mutex> lock(mutex_);
       seen = events_;
     }
-    if (NodeReady()) return {};
+    if (NodeReady()) {
+      if (!participant_.domain().shared_memory_enabled()) return {};
+      // DDS reports the match before RouDi has connected the iceoryx publisher and
+      // subscriber of the two sides (dds.h, kIceoryxSettle): samples sent in between
+      // are lost. Wait out the rest of the settle time once per node.
+      const auto ready_at = IceoryxReadyAt();
+      if (ready_at > std::chrono::steady_clock::now()) std::this_thread::sleep_until(ready_at);
+      return {};
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!view_cv_.wait_until(lock, until, [&] { return events_ != seen || closed_; })) {
       return MakeError(ErrorCode::kNodeAbsent,

@@ -144,6 +144,19 @@ Qos ReaderQos(TopicKind kind);
 
 inline constexpr Duration kDefaultLivelinessLease = std::chrono::seconds(1);
 
+// Shared memory start-up race (root cause of the "first chunks lost" seen under shm):
+// Cyclone creates an iceoryx publisher per writer and a subscriber per reader, and
+// skips the network path between two same-host endpoints that both use iceoryx. RouDi
+// connects a new subscriber to a publisher (or a new publisher to subscribers) only in
+// its discovery loop, every roudi::DISCOVERY_INTERVAL = 100 ms (iceoryx 2.0), while DDS
+// discovery over loopback usually reports the match within a few ms. Volatile writers
+// have no iceoryx history, so samples written in that window are lost for the new
+// endpoint, and Cyclone 0.10 offers no API to see the iceoryx connection state. So a
+// Client sends its first request to a node only this long after it first saw that
+// node's request reader and chunk writer matched (a one-off wait per node, only when
+// shared memory is on; docs/interface.md "Shared memory").
+inline constexpr Duration kIceoryxSettle = std::chrono::milliseconds(250);
+
 class Participant {
  public:
   static Result<Participant> Create(std::shared_ptr<Domain> domain);

@@ -28,7 +28,11 @@ int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
 
 void Log(const char* fmt, auto... args) {
   std::fprintf(stderr, "[ari-node] ");
-  std::fprintf(stderr, fmt, args...);
+  if constexpr (sizeof...(args) == 0) {
+    std::fputs(fmt, stderr);  // clang: -Wformat-security on a non-literal without args
+  } else {
+    std::fprintf(stderr, fmt, args...);
+  }
   std::fputc('\n', stderr);
 }
 
@@ -78,6 +82,18 @@ class Node::RecordingSource final : public thermal::TemperatureSource {
   bool simulated_;
   std::atomic<float> celsius_{NAN};
   std::atomic<int> state_{static_cast<int>(thermal::SensorState::kNoSensor)};
+};
+
+// Lets a shared (caller-owned) source stand where the node expects to own one.
+class SharedSource final : public thermal::TemperatureSource {
+ public:
+  explicit SharedSource(std::shared_ptr<thermal::TemperatureSource> inner)
+      : inner_(std::move(inner)) {}
+  void ReadInto(thermal::Reading& out) override { inner_->ReadInto(out); }
+  std::string_view name() const override { return inner_->name(); }
+
+ private:
+  std::shared_ptr<thermal::TemperatureSource> inner_;
 };
 
 Result<config::NodeConfig> ParseNodeConfig(std::string_view text, std::string_view origin) {
@@ -133,6 +149,12 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   }
   node->rate_ = std::make_unique<RateLimiter>(lim.client_rate_per_s(),
                                               lim.client_burst() ? lim.client_burst() : 4);
+  // Urgency rights from authenticated identities (DDS Security; component/identity.h).
+  for (const auto& cert : c.security().critical_identity_certs()) {
+    auto prefix = GuidPrefixForCertificateFile(Resolve(ov.base_dir, cert));
+    if (!prefix) return MakeError(ErrorCode::kConfig, "security: " + prefix.error().message);
+    node->critical_prefixes_.push_back(*prefix);
+  }
 
   // Policy.
   node->policy_path_ = ov.policy.empty() ? Resolve(ov.base_dir, c.policy_path())
@@ -165,9 +187,28 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
                                              engine.error().ToString());
   }
   node->engine_ = std::move(*engine);
+  // The mapped file must stay as loaded: each turn and chunk checks it (model_guard.h).
+  auto watch = ModelFileWatch::Open(model, node->engine_->model().file().bytes().size());
+  if (!watch) return std::unexpected(watch.error());
+  node->model_watch_ = std::move(*watch);
+  node->guarded_ = std::make_unique<GuardedRunner>(*node->engine_, *node->model_watch_);
   node->tokenizer_ = node->engine_->model().tokenizer();
   if (node->tokenizer_ == nullptr) return MakeError(ErrorCode::kConfig, "model has no tokenizer");
   node->model_name_ = model.filename().string();
+  node->model_text_ = node->model_name_;
+  // Memory ladder: the fallback model is mapped only when the ladder asks for it (not
+  // when it already serves as the main model because model_path failed to load).
+  if (const auto fb = Resolve(ov.base_dir, c.fallback_model_path());
+      !fb.empty() && fb != model) {
+    if (std::filesystem::exists(fb)) {
+      runtime::EngineOptions fo = eo;
+      fo.model_path = fb;
+      node->fallback_ = std::make_unique<FallbackModel>(fo, node->tokenizer_);
+    } else {
+      Log("fallback model %s not found: the memory ladder's fallback step is disabled",
+          fb.c_str());
+    }
+  }
 
   // Warm-up: one tiny chunk so first-touch page faults and pool start-up are paid now.
   {
@@ -192,7 +233,7 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   const auto& clock = thermal::SteadyClock::Instance();
   std::unique_ptr<thermal::TemperatureSource> src;
   bool simulated = false;
-  const auto kind = c.sensor().kind();
+  const auto kind = ov.temperature ? config::SENSOR_NONE : c.sensor().kind();
   if (kind == config::SENSOR_SENSORS || kind == config::SENSOR_AUTO) {
     auto s = thermal::SensorsSource::Open({}, clock);
     if (s && !(*s)->input_names().empty()) {
@@ -223,9 +264,13 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   } else if (kind == config::SENSOR_NONE) {
     src.reset();
   }
+  if (ov.temperature) src = std::make_unique<SharedSource>(ov.temperature);
   if (src) node->temperature_ = std::make_unique<RecordingSource>(std::move(src), simulated);
 
-  if (auto m = runtime::MemoryMonitor::Create(); m) {
+  node->memory_source_ = ov.memory_source;
+  if (node->memory_source_) {
+    Log("memory reading injected by the caller");
+  } else if (auto m = runtime::MemoryMonitor::Create(); m) {
     node->memory_ = std::make_unique<runtime::MemoryMonitor>(std::move(*m));
   } else {
     Log("memory monitor unavailable: %s", m.error().ToString().c_str());
@@ -234,13 +279,19 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   // Scheduler.
   qos::SchedulerOptions so;
   so.policy = node->policy_.get();
-  so.engine = node->engine_.get();
+  so.engine = node->guarded_.get();
   so.clock = &clock;
   so.sink = node.get();
   so.temperature = node->temperature_.get();
   so.max_prefill_chunk = eo.max_chunk;
+  so.fallback = node->fallback_.get();
   Node* self = node.get();
   so.memory = [self]() -> std::optional<runtime::MemoryReading> {
+    if (self->memory_source_) {
+      auto r = self->memory_source_();
+      if (r) self->memory_available_.store(r->available_bytes);
+      return r;
+    }
     if (!self->memory_) return std::nullopt;
     auto r = self->memory_->Read();
     if (!r) return std::nullopt;
@@ -264,14 +315,18 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   if (c.dds().liveliness_lease_ms()) {
     topt.liveliness_lease = std::chrono::milliseconds(c.dds().liveliness_lease_ms());
   }
-  auto transport = NodeTransport::Create(dopt, topt);
+  auto transport = ov.domain ? NodeTransport::Create(ov.domain, topt)
+                            : NodeTransport::Create(dopt, topt);
   if (!transport) return std::unexpected(transport.error());
   node->transport_ = std::move(*transport);
   Log("%s", node->transport_->Describe().c_str());
-  Log("model %s (%s), policy %s, sensor %s, memory %s", node->model_name_.c_str(),
-      node->engine_->has_pack() ? "pack" : "plain", node->policy_->name.c_str(),
+  Log("model %s (%s), fallback %s, policy %s, sensor %s, memory %s",
+      node->model_name_.c_str(), node->engine_->has_pack() ? "pack" : "plain",
+      node->fallback_ ? node->fallback_->path().c_str() : "none", node->policy_->name.c_str(),
       node->temperature_ ? std::string(node->temperature_->name()).c_str() : "none",
-      node->memory_ ? node->memory_->Describe().c_str() : "none");
+      node->memory_source_ ? "injected"
+      : node->memory_      ? node->memory_->Describe().c_str()
+                           : "none");
 
   node->StartScheduler();
   if (auto r = node->transport_->Start(

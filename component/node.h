@@ -16,13 +16,18 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
 #include "component/error.h"
+#include "component/fallback_model.h"
+#include "component/identity.h"
+#include "component/model_guard.h"
 #include "component/node_transport.h"
 #include "component/request_validator.h"
 #include "idl/node_config.pb.h"
@@ -44,6 +49,12 @@ struct NodeOverrides {
   int domain_id = -1;               // >= 0: replaces dds.domain_id
   std::string cyclone_config;       // non-empty: replaces dds.cyclone_config
   std::string policy;               // non-empty: replaces policy_path
+  // Tests and simulators: the memory reading the ladder sees (replaces the
+  // MemoryMonitor), and a DDS domain shared with in-process clients.
+  std::function<std::optional<runtime::MemoryReading>()> memory_source;
+  std::shared_ptr<dds::Domain> domain;
+  // Fault-injection tests: a temperature source used instead of the config's sensor.
+  std::shared_ptr<thermal::TemperatureSource> temperature;
 };
 
 // Maps a scheduler terminal to the wire status.
@@ -68,6 +79,10 @@ class Node final : public qos::ChunkSink {
   void OnChunk(const qos::ChunkEvent& chunk) override;
   void OnTerminal(const qos::TerminalEvent& terminal) override;
   void OnDecision(const qos::Decision& decision, int64_t now_ns) override;
+  void OnFallback(const qos::FallbackEvent& event) override;
+
+  // The memory ladder's fallback model (null when none is configured).
+  const FallbackModel* fallback_model() const { return fallback_.get(); }
 
  private:
   struct LiveRequest {
@@ -97,11 +112,18 @@ class Node final : public qos::ChunkSink {
   std::filesystem::path policy_path_;
   std::string model_name_;
   RequestLimits limits_;
+  // security.critical_identity_certs: GUID prefixes of identities allowed CRITICAL
+  // (empty: no restriction). See component/identity.h.
+  std::vector<GuidPrefix6> critical_prefixes_;
   std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<ModelFileWatch> model_watch_;  // the mapped file's size/mtime at load
+  std::unique_ptr<GuardedRunner> guarded_;       // engine_ behind model_watch_ (scheduler)
   const runtime::Tokenizer* tokenizer_ = nullptr;
   std::unique_ptr<qos::Policy> policy_;
   std::unique_ptr<RecordingSource> temperature_;
   std::unique_ptr<runtime::MemoryMonitor> memory_;
+  std::function<std::optional<runtime::MemoryReading>()> memory_source_;
+  std::unique_ptr<FallbackModel> fallback_;  // declared before scheduler_: outlives it
   std::unique_ptr<qos::Scheduler> scheduler_;
   std::unique_ptr<NodeTransport> transport_;
   std::jthread sched_thread_;
@@ -115,6 +137,7 @@ class Node final : public qos::ChunkSink {
   uint64_t next_id_ = 1;
   std::string decision_text_ = "idle";
   std::string reason_text_ = "starting";
+  std::string model_text_;  // NodeStatus.model: the model new requests go to
 
   std::mutex admit_mu_;  // Submit vs. policy swap (Submit reads the policy)
   std::mutex status_mu_;

@@ -25,7 +25,11 @@ int64_t RealtimeNs() {
 
 void Log(const char* fmt, auto... args) {
   std::fprintf(stderr, "[ari-node] ");
-  std::fprintf(stderr, fmt, args...);
+  if constexpr (sizeof...(args) == 0) {
+    std::fputs(fmt, stderr);  // clang: -Wformat-security on a non-literal without args
+  } else {
+    std::fprintf(stderr, fmt, args...);
+  }
   std::fputc('\n', stderr);
 }
 
@@ -93,6 +97,17 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   if (draining_.load()) return Refuse(request, ari_STATUS_SHUTDOWN, "node is shutting down");
   Verdict v = ValidateRequest(request, limits_);
   if (!v.ok()) return Refuse(request, v.status, v.message);
+  if (!critical_prefixes_.empty() && dds::RawEnum(request.urgency) == ari_URGENCY_CRITICAL) {
+    // Only identities listed in security.critical_identity_certs may ask CRITICAL.
+    bool allowed = false;
+    for (const GuidPrefix6& p : critical_prefixes_) {
+      allowed = allowed || (info.requester_known && GuidHasPrefix(info.requester.v, p));
+    }
+    if (!allowed) {
+      return Refuse(request, ari_STATUS_FORBIDDEN,
+                    "CRITICAL not allowed for this client identity (security.critical_identity_certs)");
+    }
+  }
   const std::string rid(dds::FixedView(request.request_id));
   const std::string cid(dds::FixedView(request.client_id));
   const int64_t now = NowNs();
@@ -158,6 +173,7 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   }
   sr.id = id;
   qos::SubmitStatus st;
+  const qos::Urgency sr_urgency = sr.urgency;
   {
     std::lock_guard<std::mutex> l(admit_mu_);
     st = scheduler_->Submit(std::move(sr));
@@ -169,7 +185,13 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
     by_request_id_.erase(rid);
   }
   switch (st) {
-    case qos::SubmitStatus::kBusy: return Refuse(request, ari_STATUS_BUSY, "queue full");
+    case qos::SubmitStatus::kBusy:
+      // A CRITICAL request is refused only when no lower-class request is left to evict
+      // (qos/request_queue.h): say so, the overload test relies on it.
+      return Refuse(request, ari_STATUS_BUSY,
+                    sr_urgency == qos::Urgency::kCritical
+                        ? "queue full: every queued request is CRITICAL (nothing to evict)"
+                        : "queue full");
     case qos::SubmitStatus::kShutdown:
       return Refuse(request, ari_STATUS_SHUTDOWN, "node is shutting down");
     case qos::SubmitStatus::kInvalid:
@@ -319,6 +341,46 @@ void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
   PublishStatus(st);
 }
 
+void Node::OnFallback(const qos::FallbackEvent& ev) {
+  const std::string fb = fallback_ ? fallback_->name() : "?";
+  std::string model;
+  switch (ev.kind) {
+    case qos::FallbackEventKind::kEngaged:
+      Log("memory ladder: new requests -> fallback model %s (%s; %d running on it) | %.*s",
+          fb.c_str(), ev.mapped_now ? "mapped now" : "still mapped", ev.running,
+          static_cast<int>(ev.reason.size()), ev.reason.data());
+      model = fb + " (fallback; main " + model_name_ + ")";
+      break;
+    case qos::FallbackEventKind::kFailed:
+      Log("memory ladder: fallback model unusable, new requests stay on %s: %.*s",
+          model_name_.c_str(), static_cast<int>(ev.reason.size()), ev.reason.data());
+      model = model_name_;
+      break;
+    case qos::FallbackEventKind::kDisengaged:
+      Log("memory ladder: pressure gone, new requests -> main model %s (%d still running on "
+          "fallback %s) | %.*s",
+          model_name_.c_str(), ev.running, fb.c_str(), static_cast<int>(ev.reason.size()),
+          ev.reason.data());
+      model = model_name_ + (ev.running > 0 ? " (fallback " + fb + " draining)" : "");
+      break;
+    case qos::FallbackEventKind::kReleased:
+      Log("memory ladder: fallback model %s unmapped (idle) | %.*s", fb.c_str(),
+          static_cast<int>(ev.reason.size()), ev.reason.data());
+      model = model_name_;
+      break;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    model_text_ = model;
+  }
+  ari_NodeState st;
+  {
+    std::lock_guard<std::mutex> l(status_mu_);
+    st = state_;
+  }
+  PublishStatus(st);
+}
+
 void Node::PublishStatus(ari_NodeState state) {
   ari_NodeStatus s{};
   std::lock_guard<std::mutex> sl(status_mu_);
@@ -332,7 +394,11 @@ void Node::PublishStatus(ari_NodeState state) {
   {
     std::lock_guard<std::mutex> l(mu_);
     dds::CopyFixed(std::string_view(decision_text_).substr(0, sizeof s.decision - 1), s.decision);
-    dds::CopyFixed(std::string_view(reason_text_).substr(0, sizeof s.reason - 1), s.reason);
+    const std::string model_fault = model_watch_ && model_watch_->changed() ? model_watch_->Check()
+                                                                           : std::string();
+    const std::string_view reason = model_fault.empty() ? reason_text_ : model_fault;
+    dds::CopyFixed(reason.substr(0, sizeof s.reason - 1), s.reason);
+    dds::CopyFixed(std::string_view(model_text_).substr(0, sizeof s.model - 1), s.model);
   }
   const auto depths = scheduler_->QueueDepths();
   // ari Urgency index: BACKGROUND 0 .. CRITICAL 3; qos rank: CRITICAL 0 .. BACKGROUND 3.
@@ -342,7 +408,6 @@ void Node::PublishStatus(ari_NodeState state) {
   s.sessions_total = static_cast<uint32_t>(engine_->num_slots());
   s.memory_available_bytes = memory_available_.load();
   s.tokens_per_s = tokens_per_s_;
-  dds::CopyFixed(std::string_view(model_name_).substr(0, sizeof s.model - 1), s.model);
   const std::string pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
   dds::CopyFixed(pack, s.pack);
   (void)transport_->PublishStatus(s);
@@ -432,7 +497,10 @@ void Node::Drain(int signal_fd) {
   transport_->Stop();  // no more requests after this point
   scheduler_->Shutdown("node shutting down");
   PublishStatus(ari_NODE_STOPPED);
-  Log("stopped (%llu tokens served)", static_cast<unsigned long long>(tokens_total_.load()));
+  const NodeTransportStats ts = transport_->stats();
+  Log("stopped (%llu tokens served; %llu chunks published, %llu of them via iceoryx loans)",
+      static_cast<unsigned long long>(tokens_total_.load()),
+      static_cast<unsigned long long>(ts.chunks), static_cast<unsigned long long>(ts.chunks_loaned));
 }
 
 }  // namespace ari::component

@@ -10,6 +10,7 @@ namespace {
 constexpr dds_attach_t kCookieRequest = 1;
 constexpr dds_attach_t kCookieCancel = 2;
 constexpr dds_attach_t kCookieStop = 3;
+constexpr int kPublishRetries = 100;  // x max_blocking_time (100 ms): 10 s
 
 }  // namespace
 
@@ -150,6 +151,8 @@ void NodeTransport::HandleRequests() {
   }
   for (Received& r : batch) {
     if (auto who = request_reader_.WriterParticipant(r.publication); who) {
+      r.info.requester = *who;
+      r.info.requester_known = true;
       r.info.requester_matched = WaitRequesterMatched(*who);
     }
     requests_.fetch_add(1);
@@ -202,14 +205,27 @@ Result<void> NodeTransport::PublishInPlace(const std::function<void(ari_TokenChu
   ari_TokenChunk key{};
   bool terminal = false;
   std::lock_guard<std::mutex> lock(chunk_mutex_);
-  auto r = chunk_writer_.WriteInPlace(
-      [&](void* sample) {
-        auto* c = static_cast<ari_TokenChunk*>(sample);
-        fill(*c);
-        terminal = c->terminal;
-        std::memcpy(key.request_id, c->request_id, sizeof key.request_id);
-      },
-      &chunk_scratch_);
+  auto write = [&] {
+    return chunk_writer_.WriteInPlace(
+        [&](void* sample) {
+          auto* c = static_cast<ari_TokenChunk*>(sample);
+          fill(*c);
+          terminal = c->terminal;
+          std::memcpy(key.request_id, c->request_id, sizeof key.request_id);
+        },
+        &chunk_scratch_);
+  };
+  auto r = write();
+  // A reliable writer whose history is full of unacknowledged samples (slow or many
+  // readers, overload) blocks for max_blocking_time and then drops the sample with
+  // TIMEOUT: a lost chunk is a gap, a lost terminal breaks "exactly one terminal per
+  // request". Keep trying (back-pressure on the scheduler) for up to kPublishRetries
+  // blockings; readers that stopped acknowledging are dropped by their lease meanwhile.
+  for (int attempt = 0; !r && r.error().dds_rc == DDS_RETCODE_TIMEOUT && attempt < kPublishRetries;
+       ++attempt) {
+    publish_retries_.fetch_add(1);
+    r = write();
+  }
   if (!r) return r;
   if (terminal) return chunk_writer_.Unregister(&key);
   return {};
@@ -226,7 +242,7 @@ Result<void> NodeTransport::PublishStatus(const ari_NodeStatus& status) {
 NodeTransportStats NodeTransport::stats() const {
   const dds::WriterStats w = chunk_writer_.stats();
   return {requests_.load(), cancels_.load(), w.writes, w.loaned_writes, statuses_.load(),
-          receive_errors_.load()};
+          receive_errors_.load(), publish_retries_.load()};
 }
 
 std::string NodeTransport::Describe() const {

@@ -32,6 +32,8 @@ struct RequestInfo {
   int64_t source_timestamp_ns = 0;  // writer's clock at publication (deadline origin)
   int64_t reception_timestamp_ns = 0;
   bool requester_matched = true;    // false: requester's chunk reader not seen in time
+  bool requester_known = false;     // requester below is valid
+  dds_guid_t requester{};           // participant GUID of the writer (identity under DDS Security)
 };
 
 struct NodeTransportStats {
@@ -41,6 +43,7 @@ struct NodeTransportStats {
   uint64_t chunks_loaned = 0;  // written via iceoryx loans
   uint64_t statuses = 0;
   uint64_t receive_errors = 0;
+  uint64_t publish_retries = 0;  // chunk writes repeated after a TIMEOUT (back-pressure)
 };
 
 class NodeTransport {
@@ -103,6 +106,7 @@ class NodeTransport {
   std::mutex chunk_mutex_;  // one scratch sample for the copying path
   ari_TokenChunk chunk_scratch_{};
   std::atomic<uint64_t> requests_{0}, cancels_{0}, statuses_{0}, receive_errors_{0};
+  std::atomic<uint64_t> publish_retries_{0};
 };
 
 }  // namespace ari::component

@@ -111,6 +111,7 @@ runtime::ChunkKnobs MapKnobs(const Knobs& knobs, const MemoryActions& memory,
                   : base_kv;
   k.greedy_only = memory.greedy_only;
   k.context_cap = static_cast<int32_t>(memory.context_cap);
+  k.output_cap = static_cast<int32_t>(memory.output_cap);  // the scheduler also clamps max_tokens
   return k;
 }
 

@@ -22,6 +22,7 @@ struct Scheduler::Live {
   int64_t deadline_ns = kNever;
   bool started = false;  // holds a slot, turn started
   int32_t slot = -1;
+  bool on_fallback = false;  // the slot is on the fallback engine
   int64_t waiting_since_ns = 0;  // aging of a started (preempted) request
   int32_t generated = 0;
   uint32_t chunk_seq = 0;
@@ -146,7 +147,7 @@ void Scheduler::Finish(uint64_t id, TerminalStatus status, std::string_view mess
   if (it == live_.end()) return;
   Live& r = **it;
   if (r.started) {
-    Slot& s = slots_[static_cast<size_t>(r.slot)];
+    Slot& s = SlotsOf(r.on_fallback)[static_cast<size_t>(r.slot)];
     s.running = 0;
     s.last_used_ns = clock_.NowNs();
     s.last_urgency = r.req.urgency;
@@ -220,25 +221,31 @@ Scheduler::OrderKey Scheduler::Key(const Live& r, int64_t now) const {
 
 int Scheduler::FindSlotFor(const Live& r, bool* keep_context) const {
   *keep_context = false;
+  const std::vector<Slot>& slots = SlotsOf(fallback_route_);
   if (r.req.session_id != 0) {
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].session == r.req.session_id) {
-        if (slots_[i].running != 0) return -1;  // the session's previous turn runs
+    for (const Slot& s : slots_) {
+      if (s.session == r.req.session_id && s.running != 0) return -1;  // previous turn runs
+    }
+    for (const Slot& s : fb_slots_) {
+      if (s.session == r.req.session_id && s.running != 0) return -1;
+    }
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].session == r.req.session_id) {
         *keep_context = true;
         return static_cast<int>(i);
       }
     }
   }
   int best = -1;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Slot& s = slots_[i];
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& s = slots[i];
     if (s.running != 0) continue;
     if (s.session == 0) return static_cast<int>(i);  // free
     if (best < 0) {
       best = static_cast<int>(i);
       continue;
     }
-    const Slot& b = slots_[static_cast<size_t>(best)];
+    const Slot& b = slots[static_cast<size_t>(best)];
     // Evict the lowest urgency first, then the least recently used.
     if (Rank(s.last_urgency) > Rank(b.last_urgency) ||
         (s.last_urgency == b.last_urgency && s.last_used_ns < b.last_used_ns)) {
@@ -311,6 +318,12 @@ StepResult Scheduler::Step() {
       if (m->has_psi) in.psi_some_avg10 = m->psi_some_avg10;
     }
   }
+  if (opt_.fallback) {
+    // The memory part of the decision does not depend on the class: preview it to
+    // route the requests that start in this step (mapping the fallback may do I/O).
+    in.now_ns = clock_.NowNs();
+    UpdateFallback(Decide(policy_, gov_state_, in).decision);
+  }
 
   lk.lock();
   now = clock_.NowNs();
@@ -331,7 +344,7 @@ StepResult Scheduler::Step() {
   decision_emitted_ = true;
 
   if (!r) {
-    res.next_step_ns = NextStep(now);
+    res.next_step_ns = MemoryPoll(now, NextStep(now));
     res.idle = live_.empty();
     lk.unlock();
     if (changed) sink_.OnDecision(d, now);
@@ -346,9 +359,15 @@ StepResult Scheduler::Step() {
     queue_.Cancel(r->req.id);
     r->started = true;
     r->slot = slot;
-    Slot& s = slots_[static_cast<size_t>(slot)];
+    r->on_fallback = fallback_route_;
+    Slot& s = SlotsOf(r->on_fallback)[static_cast<size_t>(slot)];
     s.running = r->req.id;
     s.session = r->req.session_id;
+    if (s.session != 0) {  // the conversation now lives on this engine only
+      for (Slot& o : SlotsOf(!r->on_fallback)) {
+        if (o.session == s.session) o.session = 0;
+      }
+    }
     if (d.memory.output_cap > 0) {
       max_tokens = std::min<int32_t>(max_tokens, static_cast<int32_t>(d.memory.output_cap));
     }
@@ -357,6 +376,9 @@ StepResult Scheduler::Step() {
   if (r->degraded) knobs.precision = WeightPrecision::kW4A8;
   runtime::ChunkKnobs ck =
       MapKnobs(knobs, d.memory, topology_, opt_.base_kv, opt_.max_prefill_chunk);
+  runtime::ChunkRunner& engine =
+      r->on_fallback ? static_cast<runtime::ChunkRunner&>(*fallback_engine_) : engine_;
+  const bool on_fallback = r->on_fallback;
   lk.unlock();
   if (changed) sink_.OnDecision(d, now);
 
@@ -368,10 +390,10 @@ StepResult Scheduler::Step() {
     turn.sampling = r->req.sampling;
     turn.max_tokens = max_tokens;
     turn.keep_context = keep_context;
-    started = engine_.StartTurn(slot, turn);
+    started = engine.StartTurn(slot, turn);
   }
   runtime::Result<runtime::ChunkResult> cr =
-      started ? engine_.RunChunk(slot, ck)
+      started ? engine.RunChunk(slot, ck)
               : runtime::Result<runtime::ChunkResult>(std::unexpected(started.error()));
   const int64_t end = clock_.NowNs();
 
@@ -381,6 +403,7 @@ StepResult Scheduler::Step() {
   info.slot = slot;
   info.start_ns = now;
   info.knobs = ck;
+  info.fallback = on_fallback;
   if (cr) {
     info.phase = cr->phase;
     info.prompt_tokens = cr->prompt_tokens;
@@ -428,7 +451,7 @@ StepResult Scheduler::Step() {
   }
   res.ran = true;
   res.info = info;
-  res.next_step_ns = NextStep(end);
+  res.next_step_ns = MemoryPoll(end, NextStep(end));
   res.idle = live_.empty();
   lk.unlock();
   Deliver();

@@ -34,6 +34,17 @@
 // and Run() from one thread at a time. The sink is called only from the thread in
 // Step()/Run() (and from Shutdown()), never while the scheduler's lock is held.
 // Every admitted request gets exactly one OnTerminal.
+//
+// Fallback model (memory ladder, docs/memory.md): while the decision's memory actions
+// say use_fallback_model and SchedulerOptions::fallback is set, requests that START
+// from then on run on the fallback engine (Acquire()d on first need, i.e. mapped
+// lazily); turns already started finish on the engine they started on. Once the
+// actions no longer ask for it (after the ladder's dwell/hysteresis), new requests go
+// to the main engine again and the fallback engine is Release()d (unmapped) as soon as
+// no turn runs on it. A session keeps its conversation only on the engine where it
+// lives: a turn that starts on the other engine starts a fresh context there (and the
+// old slot forgets the session). Each transition is reported through
+// ChunkSink::OnFallback with the governor's reason.
 #pragma once
 
 #include <array>
@@ -122,6 +133,33 @@ struct StepInfo {
   int64_t compute_ns = 0;
   runtime::ChunkKnobs knobs;
   bool finished = false;
+  bool fallback = false;  // ran on the fallback engine
+};
+
+// Memory ladder, last step: the small second model (see the file comment).
+class FallbackEngineProvider {
+ public:
+  virtual ~FallbackEngineProvider() = default;
+  // Maps/creates the fallback engine; called on the scheduler thread, without the
+  // scheduler's lock, on first need. The engine stays valid until Release().
+  virtual runtime::Result<runtime::Engine*> Acquire() = 0;
+  // Destroys it (unmaps the model). Called when no turn runs on it any more.
+  virtual void Release() = 0;
+};
+
+enum class FallbackEventKind : uint8_t {
+  kEngaged,     // new requests go to the fallback engine (mapped now or still mapped)
+  kFailed,      // Acquire() failed: new requests stay on the main engine
+  kDisengaged,  // pressure gone: new requests go to the main engine again
+  kReleased,    // the fallback engine was released (unmapped), nothing ran on it
+};
+std::string_view FallbackEventName(FallbackEventKind k);  // "engaged", ...
+
+struct FallbackEvent {
+  FallbackEventKind kind = FallbackEventKind::kEngaged;
+  std::string_view reason;  // the governor's reason (kFailed: the error); call-time only
+  int32_t running = 0;      // turns still running on the fallback engine
+  bool mapped_now = false;  // kEngaged: Acquire() was called for this transition
 };
 
 class ChunkSink {
@@ -132,11 +170,13 @@ class ChunkSink {
   // Called when the decision differs from the last one emitted (knobs, class, bands).
   virtual void OnDecision(const Decision& decision, int64_t now_ns) = 0;
   virtual void OnStep(const StepInfo& /*step*/) {}
+  virtual void OnFallback(const FallbackEvent& /*event*/) {}
 };
 
 struct SchedulerOptions {
   const Policy* policy = nullptr;       // must outlive the scheduler
-  runtime::Engine* engine = nullptr;    // must outlive the scheduler
+  runtime::ChunkRunner* engine = nullptr;  // must outlive the scheduler (Engine or a
+                                           // simulated one, sim/sim_engine.h)
   const thermal::Clock* clock = nullptr;
   ChunkSink* sink = nullptr;
   thermal::TemperatureSource* temperature = nullptr;  // null: reads as kNoSensor
@@ -147,6 +187,12 @@ struct SchedulerOptions {
   std::optional<thermal::CpuTopology> topology;
   runtime::KvType base_kv = runtime::KvType::kF16;  // what KV_FP16 maps to
   int32_t max_prefill_chunk = 0;  // clamp for prefill_chunk (engine's max_chunk); 0 = none
+  // The memory ladder's fallback model; null: use_fallback_model is ignored.
+  FallbackEngineProvider* fallback = nullptr;  // must outlive the scheduler
+  // While idle with the memory ladder not at rest (a band in force or the fallback
+  // mapped), step again after this long so the ladder can relax and the fallback be
+  // unmapped without waiting for the next request. 0: only when requests arrive.
+  int64_t idle_memory_poll_ms = 250;
 };
 
 struct StepResult {
@@ -191,6 +237,9 @@ class Scheduler {
   size_t live_requests() const;
   std::array<uint32_t, kNumUrgencies> QueueDepths() const;
   const Decision& last_decision() const { return last_decision_; }
+  // The fallback engine is mapped / new requests go to it (thread-safe).
+  bool fallback_mapped() const;
+  bool fallback_routing() const;
   const thermal::CpuTopology& topology() const { return topology_; }
 
  private:
@@ -218,19 +267,27 @@ class Scheduler {
   // With mu_ held:
   void ApplyCancelsAndDeadlines(int64_t now);
   Live* Pick(int64_t now, int* slot, bool* keep_context);
+  // A slot for a request that has not started, on the engine new requests go to.
   int FindSlotFor(const Live& r, bool* keep_context) const;
+  std::vector<Slot>& SlotsOf(bool fallback) { return fallback ? fb_slots_ : slots_; }
+  const std::vector<Slot>& SlotsOf(bool fallback) const { return fallback ? fb_slots_ : slots_; }
+  int32_t RunningOnFallback() const;
   OrderKey Key(const Live& r, int64_t now) const;
   Live* Find(uint64_t id) const;
   void Finish(uint64_t id, TerminalStatus status, std::string_view message);
   int64_t NextStep(int64_t now) const;
+  // `next`, or sooner while the memory ladder is not at rest (idle_memory_poll_ms).
+  int64_t MemoryPoll(int64_t now, int64_t next) const;
   // Without mu_ held:
   void Deliver();
   void EndStep();
+  // Routes new requests per the memory actions; maps/unmaps the fallback engine.
+  void UpdateFallback(const Decision& preview);
 
   SchedulerOptions opt_;
   thermal::CpuTopology topology_;
   const Policy& policy_;
-  runtime::Engine& engine_;
+  runtime::ChunkRunner& engine_;
   const thermal::Clock& clock_;
   ChunkSink& sink_;
 
@@ -247,6 +304,11 @@ class Scheduler {
   std::vector<Pending> deliver_;  // step-thread scratch
 
   std::vector<Slot> slots_;
+  // Fallback engine (the step thread changes these with mu_ held).
+  runtime::Engine* fallback_engine_ = nullptr;
+  std::vector<Slot> fb_slots_;
+  bool fallback_route_ = false;   // new requests start on the fallback engine
+  bool fallback_failed_ = false;  // Acquire() failed in this pressure episode
   GovernorState gov_state_;
   Decision last_decision_;
   bool decision_emitted_ = false;

@@ -8,47 +8,18 @@
 #include <optional>
 #include <thread>
 
+#include <sys/mman.h>
+
 #include "runtime/fast_forward.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
+#include "runtime/kernels/layout.h"
 #include "runtime/pack_file.h"
+#include "runtime/paging.h"
 #include "runtime/session.h"
 #include "runtime/thread_pool.h"
 
 namespace ari::runtime {
-
-std::string_view PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kReference: return "reference";
-    case Precision::kW8A16: return "w8a16";
-    case Precision::kW4A8: return "w4a8";
-  }
-  return "?";
-}
-
-std::string_view KvTypeName(KvType k) {
-  switch (k) {
-    case KvType::kF32: return "f32";
-    case KvType::kF16: return "f16";
-    case KvType::kInt8: return "int8";
-  }
-  return "?";
-}
-
-std::string MemoryPlan::ToString() const {
-  std::string s;
-  char line[160];
-  for (const Part& p : parts) {
-    std::snprintf(line, sizeof(line), "  %-28s %12llu B  (%.2f MiB)\n", p.name.c_str(),
-                  static_cast<unsigned long long>(p.bytes), static_cast<double>(p.bytes) / 1048576.0);
-    s += line;
-  }
-  std::snprintf(line, sizeof(line), "  %-28s %12llu B  (%.2f MiB)\n  %-28s %12llu B (mapped)\n",
-                "arena total", static_cast<unsigned long long>(total_bytes),
-                static_cast<double>(total_bytes) / 1048576.0, "model file",
-                static_cast<unsigned long long>(model_file_bytes));
-  return s + line;
-}
 
 namespace {
 
@@ -56,6 +27,9 @@ uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 struct Slot {
   KvCacheView kv;
+  KvType home_kv = KvType::kF16;  // what the slot's bytes were sized for
+  uint64_t kv_half = 0;           // bytes of the K (and of the V) half
+  int32_t pinned = 0;             // system-prompt tokens a context cap keeps
   std::unique_ptr<Session> ref;  // reference path only
   int32_t position = 0;          // tokens in the KV cache
   TokenId* history = nullptr;    // [ctx]: KV'd tokens, then pending ones
@@ -63,6 +37,7 @@ struct Slot {
   TokenId* out = nullptr;        // [max_output] tokens generated this turn
   int32_t generated = 0;
   int32_t max_tokens = 0;
+  int32_t out_cap = 0;           // ChunkKnobs::output_cap of the running chunk (0 = none)
   bool active = false;
   bool finished = true;
   std::unique_ptr<Sampler> sampler;
@@ -86,21 +61,45 @@ class EngineImpl final : public Engine {
   void ResetSlot(int32_t slot) override {
     if (slot < 0 || slot >= num_slots()) return;
     Slot& s = slots_[static_cast<size_t>(slot)];
-    s.position = s.hist_len = s.generated = 0;
+    s.position = s.hist_len = s.generated = s.pinned = 0;
     s.finished = true;
+    s.kv.type = s.home_kv;  // an empty slot returns to its home precision
     if (s.ref) s.ref->Reset();
   }
   int32_t SlotPosition(int32_t slot) const override {
     return slot < 0 || slot >= num_slots() ? 0 : slots_[static_cast<size_t>(slot)].position;
+  }
+  std::span<const TokenId> SlotTokens(int32_t slot) const override {
+    if (slot < 0 || slot >= num_slots()) return {};
+    const Slot& s = slots_[static_cast<size_t>(slot)];
+    return {s.history, static_cast<size_t>(s.hist_len)};
+  }
+  KvType SlotKvType(int32_t slot) const override {
+    if (slot < 0 || slot >= num_slots() || !packed_) return KvType::kF32;
+    return slots_[static_cast<size_t>(slot)].kv.type;
+  }
+  Result<void> ConvertSlotKv(int32_t slot, KvType to) override {
+    if (slot < 0 || slot >= num_slots()) {
+      return MakeError(ErrorCode::kInvalidArgument, "engine: slot " + std::to_string(slot));
+    }
+    if (to != KvType::kInt8) return MakeError(ErrorCode::kUnsupported, "engine: only INT8");
+    ChunkResult r;
+    return ApplyKv(slots_[static_cast<size_t>(slot)], to, r);
   }
   PinningReport Pinning() const override {
     PoolPinning p = pool_->Pinning();
     return PinningReport{p.requested, p.worker_cpus, p.failures};
   }
   uint64_t WeightBytesPerToken(Precision p) const override;
+  uint64_t PoolDispatches() const override { return pool_->runs(); }
 
  private:
   void ApplyKnobs(const ChunkKnobs& k, ChunkResult& r);
+  // KV precision knob: F16/F32 -> INT8 in place (and the freed tail pages released).
+  Result<void> ApplyKv(Slot& s, KvType want, ChunkResult& r);
+  // Context cap: keeps pinned prefix + most recent tokens; true when it shrank the slot.
+  bool Shrink(Slot& s, int32_t cap);
+  void SetUpPrefetch(LayerPrefetch mode);
   Result<const float*> Forward(Slot& s, int32_t n, Precision p);
   // Samples from logits, appends the token; returns true when the turn finished.
   bool Emit(Slot& s, float* logits, bool greedy, ChunkResult& r);
@@ -119,6 +118,7 @@ class EngineImpl final : public Engine {
   int32_t drop_level_ = 0;
   int32_t dropped_ = 0;
   uint8_t* drop_mask_ = nullptr;
+  std::optional<PagingAdvisor> prefetch_[2];  // [precision index] packed layer regions
 };
 
 Result<void> EngineImpl::Init(const EngineOptions& o) {
@@ -130,9 +130,6 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   if (o.slots < 1 || o.max_chunk < 1 || o.max_output < 1 || o.context_length < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "engine: slots, max_chunk, max_output and "
                                                   "context_length must be positive");
-  }
-  if (o.kv_type == KvType::kInt8) {
-    return MakeError(ErrorCode::kUnsupported, "engine: INT8 KV cache is not implemented");
   }
   ModelLoadOptions lo;
   lo.require_tokenizer = o.require_tokenizer;
@@ -147,6 +144,9 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   } else {
     std::fprintf(stderr, "ari: %s is a plain GGUF: reference precision only (precision "
                          "switching needs a pack: ari-pack)\n", o.model_path.c_str());
+  }
+  if (o.kv_type == KvType::kInt8 && (!packed_ || KvCacheView::Int8Group(c) == 0)) {
+    return MakeError(ErrorCode::kUnsupported, "engine: INT8 KV needs a pack and head_dim % 4 == 0");
   }
   ctx_ = std::min(o.context_length, c.context_length > 0 ? c.context_length : o.context_length);
   int participants = o.threads > 0 ? o.threads
@@ -168,6 +168,13 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     plan_.parts.push_back({"slot " + std::to_string(i) + " tokens", hist + outb});
   }
   plan_.parts.push_back({"layer drop mask", mask});
+  if (packed_ && o.kv_type != KvType::kInt8 && KvCacheView::Int8Group(c) > 0) {
+    plan_.notes.push_back(
+        "a slot converted to INT8 KV in place uses " +
+        std::to_string(KvCacheView::Bytes(c, KvType::kInt8, ctx_)) + " of its " +
+        std::to_string(KvCacheView::Bytes(c, o.kv_type, ctx_)) + " KV bytes (group " +
+        std::to_string(KvCacheView::Int8Group(c)) + "); the rest is released (MADV_DONTNEED)");
+  }
   plan_.total_bytes = 0;
   for (const auto& p : plan_.parts) plan_.total_bytes += p.bytes;
   plan_.model_file_bytes = model_->file().bytes().size();
@@ -184,6 +191,8 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   for (Slot& s : slots_) {
     const uint64_t half = KvCacheView::Bytes(c, o.kv_type, ctx_) / 2;
     s.kv = KvCacheView{o.kv_type, p, p + half, ctx_};
+    s.home_kv = o.kv_type;
+    s.kv_half = half;
     p += kv;
     s.history = reinterpret_cast<TokenId*>(p);
     s.out = reinterpret_cast<TokenId*>(p + hist);
@@ -204,7 +213,97 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   drop_mask_ = reinterpret_cast<uint8_t*>(p);
   std::fill(drop_mask_, drop_mask_ + c.n_layers, uint8_t{0});
   if (ref_bytes) plan_.parts.push_back({"reference sessions (own arenas)", ref_bytes});
+  if (packed_) SetUpPrefetch(o.layer_prefetch);
+  // The token embedding is read row by row from the mapping: MADV_RANDOM keeps a row's
+  // fault from reading the table around it (docs/memory.md, "Disk embedding").
+  if (auto adv = PagingAdvisor(model_->file()).AdviseEmbedding(); !adv) {
+    plan_.notes.push_back("embedding MADV_RANDOM not applied: " + adv.error().ToString());
+  } else {
+    plan_.notes.push_back("embedding table advised MADV_RANDOM (rows read on demand)");
+  }
   return {};
+}
+
+void EngineImpl::SetUpPrefetch(LayerPrefetch mode) {
+  const GgufFile& f = model_->file();
+  uint64_t resident = 0, total = 0;
+  for (int pi = 0; pi < 2; ++pi) {
+    const auto prec = pi == 0 ? kernels::PackedPrecision::kW8 : kernels::PackedPrecision::kW4;
+    ModelRegions regions;
+    regions.file = ByteRange{reinterpret_cast<uintptr_t>(f.bytes().data()), f.bytes().size()};
+    for (const PackedLayer& L : packed_->layers[static_cast<size_t>(PrecisionIndex(prec))]) {
+      std::vector<ByteRange> ranges;
+      for (const kernels::PackedMatrix* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+        ranges.push_back({reinterpret_cast<uintptr_t>(m->data),
+                          static_cast<size_t>(kernels::PackedBytes(prec, m->rows, m->cols))});
+      }
+      regions.layers.push_back(MergeRanges(std::move(ranges)));
+    }
+    // Residency is sampled (one page per MiB): mincore over every page of both
+    // precisions cost ~67 ms of time to ready on a 1.1B pack; the sample costs ~1 ms.
+    const uint64_t page = PageSize();
+    constexpr uint64_t kSampleStride = 1u << 20;
+    for (const auto& layer : regions.layers) {
+      for (const ByteRange& br : layer) {
+        for (uint64_t off = 0; off < br.size; off += kSampleStride) {
+          const uintptr_t at = (br.begin + off) & ~static_cast<uintptr_t>(page - 1);
+          auto n = ResidentBytes(reinterpret_cast<const void*>(at), 1);
+          total += 1;
+          resident += (n && *n > 0) ? 1 : 0;
+        }
+      }
+    }
+    prefetch_[PrecisionIndex(prec)].emplace(f, std::move(regions));
+  }
+  // kAuto: on when more than 1% of the sampled packed layer pages (both precisions) were
+  // not resident at Create() (a few pages come and go; a cold or evicted model is far off).
+  const bool on = mode == LayerPrefetch::kOn ||
+                  (mode == LayerPrefetch::kAuto && resident * 100 < total * 99);
+  if (on) ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
+  plan_.notes.push_back(
+      std::string("layer prefetch (MADV_WILLNEED on the next layer) ") + (on ? "on" : "off") +
+      (mode == LayerPrefetch::kAuto ? " (auto: " + std::to_string(resident) + " of " +
+                                          std::to_string(total) + " sampled packed layer pages resident)"
+                                    : ""));
+}
+
+Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {
+  if (!packed_) {
+    r.kv_type = KvType::kF32;  // the reference path keeps its fp32 cache
+    return {};
+  }
+  if (want == KvType::kInt8 && s.kv.type != KvType::kInt8 &&
+      KvCacheView::Int8Group(model_->config()) > 0) {
+    if (auto cv = ff_.ConvertKv(s.kv, KvType::kInt8, s.position); !cv) return cv;
+    // Release the pages the INT8 rows no longer use (anonymous arena memory: they come
+    // back zero-filled if the slot returns to F16). One madvise per half, per conversion.
+    const uint64_t used = KvCacheView::Bytes(model_->config(), KvType::kInt8, ctx_) / 2;
+    for (void* half : {s.kv.k, s.kv.v}) {
+      const ByteRange tail = PageInterior(reinterpret_cast<uintptr_t>(half) + used,
+                                          s.kv_half - used, PageSize());
+      if (!tail.empty()) (void)::madvise(reinterpret_cast<void*>(tail.begin), tail.size, MADV_DONTNEED);
+    }
+    r.kv_converted = true;
+  } else if (want != KvType::kInt8 && s.kv.type != s.home_kv && s.position == 0) {
+    s.kv.type = s.home_kv;
+  }
+  r.kv_type = s.kv.type;
+  return {};
+}
+
+bool EngineImpl::Shrink(Slot& s, int32_t cap) {
+  if (cap <= 0 || s.hist_len <= cap) return false;
+  const int32_t keep = std::max(1, cap - cap / 4);
+  const int32_t pin = std::min(s.pinned, keep / 2);
+  const int32_t recent = keep - pin;
+  std::copy(s.history + s.hist_len - recent, s.history + s.hist_len, s.history + pin);
+  s.hist_len = keep;
+  s.pinned = pin;
+  // KV of positions < pin depends only on tokens < pin (causal): it stays valid. The
+  // recent tokens are re-prefilled at their new positions pin, pin + 1, ...
+  s.position = std::min(s.position, pin);
+  if (s.ref) (void)s.ref->Truncate(s.position);
+  return true;
 }
 
 uint64_t EngineImpl::WeightBytesPerToken(Precision p) const {
@@ -262,6 +361,10 @@ Result<void> EngineImpl::StartTurn(int32_t slot, const TurnSpec& turn) {
   if (turn.prompt.empty() && s.hist_len == s.position) {
     return MakeError(ErrorCode::kInvalidArgument, "engine: empty prompt");
   }
+  if (s.hist_len == 0) {
+    const auto n = static_cast<int32_t>(turn.prompt.size());
+    s.pinned = turn.pinned_prefix < 0 ? n : std::min(turn.pinned_prefix, n);
+  }
   std::copy(turn.prompt.begin(), turn.prompt.end(), s.history + s.hist_len);
   s.hist_len += static_cast<int32_t>(turn.prompt.size());
   s.sampler->SetParams(turn.sampling);
@@ -310,7 +413,7 @@ bool EngineImpl::Emit(Slot& s, float* logits, bool greedy, ChunkResult& r) {
     stop = true;
   } else {
     if (s.decoder) s.decoder->Push(next, s.text);
-    if (s.generated >= s.max_tokens) {
+    if (s.generated >= s.max_tokens || (s.out_cap > 0 && s.generated >= s.out_cap)) {
       r.stop_reason = StopReason::kMaxTokens;
       stop = true;
     } else if (s.hist_len >= ctx_) {
@@ -335,10 +438,20 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   const auto t0 = std::chrono::steady_clock::now();
   ChunkResult r;
   ApplyKnobs(knobs, r);
+  if (auto kv = ApplyKv(s, knobs.kv_type, r); !kv) return std::unexpected(kv.error());
+  s.out_cap = knobs.output_cap;
   s.text.clear();
   const int32_t first = s.generated;
+  if (s.out_cap > 0 && s.generated >= s.out_cap) {  // the cap fell below this turn's output
+    if (s.decoder) s.decoder->Flush(s.text);
+    s.finished = r.finished = true;
+    r.stop_reason = StopReason::kMaxTokens;
+    r.text = s.text;
+    return r;
+  }
+  r.context_shrunk = Shrink(s, knobs.context_cap);
   const bool greedy = knobs.greedy_only;
-  if (s.generated == 0) {
+  if (s.generated == 0 || s.hist_len - s.position > 1) {  // prompt, or re-prefill after a cap
     r.phase = ChunkPhase::kPrefill;
     const int32_t pending = s.hist_len - s.position;
     const int32_t n = std::min({pending, std::max(1, knobs.prefill_tokens), opts_.max_chunk});
@@ -350,6 +463,10 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   } else {
     r.phase = ChunkPhase::kDecode;
     for (int32_t i = 0; i < std::max(1, knobs.decode_tokens) && !s.finished; ++i) {
+      if (i > 0 && Shrink(s, knobs.context_cap)) {  // re-prefill in the next chunk
+        r.context_shrunk = true;
+        break;
+      }
       auto logits = Forward(s, s.hist_len - s.position, r.precision);
       if (!logits) return std::unexpected(logits.error());
       Emit(s, const_cast<float*>(*logits), greedy, r);

@@ -5,8 +5,9 @@
 // Memory: everything RunChunk touches (activations, scratch, KV slots, sampling buffers,
 // token/text output buffers) is carved at Create() from one arena, aligned to
 // EngineOptions::alignment (128 bytes by default). After warm-up, StartTurn/RunChunk and
-// knob changes (precision, threads/CPU set, ISA tier, layer drop, KV precision) perform
-// no heap allocation. No locks are held while computing.
+// knob changes (precision, threads/CPU set, ISA tier, layer drop, KV precision and its
+// in-place INT8 conversion, context-cap shrinks, output cap) perform no heap allocation.
+// No locks are held while computing. KV modes and the context cap: docs/memory.md.
 //
 // Threading: an Engine is driven by one thread at a time (the scheduler loop). Its pool
 // workers are created once and re-pinned when the CPU set changes.
@@ -40,6 +41,13 @@ std::string_view PrecisionName(Precision p);
 enum class KvType : uint8_t { kF32, kF16, kInt8 };
 std::string_view KvTypeName(KvType k);
 
+// MADV_WILLNEED on layer l + 1's packed weights while layer l computes (docs/memory.md).
+enum class LayerPrefetch : uint8_t {
+  kAuto,  // on when the model file was not fully resident at Create(), else off
+  kOn,
+  kOff,
+};
+
 struct EngineOptions {
   std::filesystem::path model_path;
   int32_t slots = 2;              // session slots (KV caches) preallocated
@@ -47,10 +55,12 @@ struct EngineOptions {
   int32_t max_chunk = 128;        // most prompt tokens one prefill chunk may hold
   int32_t max_output = 1024;      // most generated tokens per turn (output buffers)
   size_t alignment = 128;         // arena alignment (bytes, power of two >= 64)
-  KvType kv_type = KvType::kF16;  // initial KV precision of every slot
+  KvType kv_type = KvType::kF16;  // KV precision of every slot (its "home" type): a slot is
+                                  // sized for it; kInt8 needs a pack (head_dim % 4 == 0)
   std::vector<int> cpus;          // initial CPU set of the pool; empty = all online CPUs
   int32_t threads = 0;            // pool size; 0 = cpus.size()
   bool require_tokenizer = false; // without a tokenizer: no text, no EOG stop (tests)
+  LayerPrefetch layer_prefetch = LayerPrefetch::kAuto;  // packed path only
 };
 
 // What is applied before a chunk runs (the governor's decision, in runtime terms).
@@ -62,9 +72,15 @@ struct ChunkKnobs {
   int32_t prefill_tokens = 64;    // prompt tokens at most in a prefill chunk
   int32_t decode_tokens = 8;      // tokens at most in a decode chunk
   int32_t layer_drop = 0;         // skip the k least influential blocks (0 = none)
-  KvType kv_type = KvType::kF16;  // a live F16 slot is converted to INT8 in place when asked
+  KvType kv_type = KvType::kF16;  // kInt8: a live F16/F32 slot is converted to INT8 in
+                                  // place (packed path); other values never convert a live
+                                  // slot back (a slot returns to its home type when reset)
   bool greedy_only = false;       // memory ladder: sampling replaced by argmax
-  int32_t context_cap = 0;        // 0 = none; else the slot's context shrinks to this
+  int32_t context_cap = 0;        // 0 = none; else when a slot holds more tokens than this it
+                                  // keeps its pinned prefix + the most recent tokens, in
+                                  // all cap - cap / 4 (docs/memory.md section 2)
+  int32_t output_cap = 0;         // 0 = none; else a turn finishes (kMaxTokens) once it has
+                                  // generated this many tokens
 };
 
 struct TurnSpec {
@@ -72,6 +88,10 @@ struct TurnSpec {
   SamplingParams sampling;
   int32_t max_tokens = 64;          // capped by EngineOptions::max_output
   bool keep_context = true;         // multi-turn: continue the slot's conversation
+  // Tokens at the start of a conversation that a context cap keeps (the system prompt).
+  // Used by the turn that starts an empty slot: -1 = its whole prompt, n >= 0 = its first
+  // n tokens (clamped to the prompt). A cap keeps at most half its budget pinned.
+  int32_t pinned_prefix = -1;
 };
 
 enum class ChunkPhase : uint8_t { kPrefill, kDecode };
@@ -90,6 +110,9 @@ struct ChunkResult {
   kernels::IsaTier isa = kernels::IsaTier::kScalar;
   int32_t threads = 1;
   int32_t layers_dropped = 0;         // blocks skipped (0 when the pack has no importance)
+  KvType kv_type = KvType::kF32;      // the slot's KV precision after this chunk
+  bool kv_converted = false;          // this chunk converted the slot's KV to INT8 in place
+  bool context_shrunk = false;        // this chunk applied ChunkKnobs::context_cap
 };
 
 // Bytes per part of the arena, as printed by `ari-run --memory-plan`.
@@ -101,6 +124,7 @@ struct MemoryPlan {
   std::vector<Part> parts;
   uint64_t total_bytes = 0;
   uint64_t model_file_bytes = 0;     // mapped, not counted in total
+  std::vector<std::string> notes;    // e.g. INT8 KV bytes of an F16 slot, layer prefetch
   std::string ToString() const;
 };
 
@@ -111,29 +135,53 @@ struct PinningReport {
   std::vector<std::string> failures;          // pinning errors, reported not hidden
 };
 
-class Engine {
+// The chunk operations the scheduler drives (qos/scheduler.h). Engine implements them
+// with real compute; the simulator (sim/sim_engine.h) with a cost model in virtual time.
+class ChunkRunner {
+ public:
+  virtual ~ChunkRunner() = default;
+  virtual int32_t num_slots() const = 0;
+  // See Engine::StartTurn / Engine::RunChunk.
+  virtual Result<void> StartTurn(int32_t slot, const TurnSpec& turn) = 0;
+  virtual Result<ChunkResult> RunChunk(int32_t slot, const ChunkKnobs& knobs) = 0;
+};
+
+class Engine : public ChunkRunner {
  public:
   static Result<std::unique_ptr<Engine>> Create(const EngineOptions& opts);
-  virtual ~Engine() = default;
+  ~Engine() override = default;
 
   virtual const Model& model() const = 0;
   virtual bool has_pack() const = 0;  // both precisions available in the mapped file
   virtual const MemoryPlan& memory_plan() const = 0;
-  virtual int32_t num_slots() const = 0;
+  int32_t num_slots() const override = 0;
 
   // Starts a turn in `slot`: with keep_context the prompt continues the slot's
   // conversation (only the new tokens are prefilled), otherwise the slot is reset.
-  virtual Result<void> StartTurn(int32_t slot, const TurnSpec& turn) = 0;
+  Result<void> StartTurn(int32_t slot, const TurnSpec& turn) override = 0;
   // Runs the next chunk of the slot's current turn with `knobs`.
-  virtual Result<ChunkResult> RunChunk(int32_t slot, const ChunkKnobs& knobs) = 0;
+  Result<ChunkResult> RunChunk(int32_t slot, const ChunkKnobs& knobs) override = 0;
   // Forgets the slot's conversation.
   virtual void ResetSlot(int32_t slot) = 0;
   virtual int32_t SlotPosition(int32_t slot) const = 0;  // tokens in the slot's KV
+  // The slot's context: KV'd tokens followed by pending ones (valid until the next call on
+  // the slot). Empty for a bad slot.
+  virtual std::span<const TokenId> SlotTokens(int32_t /*slot*/) const { return {}; }
+  virtual KvType SlotKvType(int32_t /*slot*/) const { return KvType::kF32; }
+  // Converts an idle (or running) slot's KV to INT8 in place now, as the kv_type knob does
+  // at a chunk's start (for slots holding a conversation between turns). kInvalidArgument
+  // for a bad slot; a no-op on the reference path or when already INT8.
+  virtual Result<void> ConvertSlotKv(int32_t /*slot*/, KvType /*to*/) {
+    return MakeError(ErrorCode::kUnsupported, "engine: KV conversion not supported");
+  }
 
   virtual PinningReport Pinning() const = 0;
   // Bytes of weights one decoded token reads in `p` (packed matrices + one embedding row;
   // kReference: the plain file's linear weights). For roofline figures.
   virtual uint64_t WeightBytesPerToken(Precision p) const = 0;
+  // Thread-pool dispatches (each a barrier with more than one thread) since Create: the
+  // per-token synchronization count of profiles (ari-bench). 0 when not tracked.
+  virtual uint64_t PoolDispatches() const { return 0; }
 };
 
 }  // namespace ari::runtime

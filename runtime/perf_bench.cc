@@ -1,5 +1,6 @@
 #include "runtime/perf_bench.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -61,6 +62,22 @@ std::string StatJson(const Stat& s) {
   return r;
 }
 
+// Drops the page-cache pages of [p, p + n) of the file mapped there (our mapping first,
+// then the cache) so that residency afterwards shows what the run itself touched.
+bool EvictRange(const std::filesystem::path& file, const std::byte* map_base, const void* p,
+                uint64_t n) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uint64_t len = reinterpret_cast<uintptr_t>(p) + n - a;
+  if (madvise(reinterpret_cast<void*>(a), len, MADV_DONTNEED) != 0) return false;
+  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const off_t off = static_cast<off_t>(a - reinterpret_cast<uintptr_t>(map_base));
+  const bool ok = posix_fadvise(fd, off, static_cast<off_t>(len), POSIX_FADV_DONTNEED) == 0;
+  close(fd);
+  return ok;
+}
+
 }  // namespace
 
 double MeasureReadBandwidth(uint64_t bytes, int threads) {
@@ -110,6 +127,10 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   res.time_to_ready_ms = Ms(Clock::now() - t0);
   Engine& e = **eng;
   const int vocab = e.model().config().vocab_size;
+  const WeightMatrix& em = e.model().weights().token_embd;
+  res.embd_table_bytes = em.row_bytes * static_cast<uint64_t>(em.rows);
+  res.embd_evicted = EvictRange(o.model, e.model().file().bytes().data(), em.data, res.embd_table_bytes);
+  res.embd_resident_before_bytes = Resident(em.data, res.embd_table_bytes);
   ChunkKnobs k;
   k.precision = o.precision;
   k.threads = o.threads;
@@ -118,6 +139,7 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   k.greedy_only = true;
   std::vector<TokenId> prompt(static_cast<size_t>(max_p));
   std::vector<double> dec;
+  double prefill_dispatches = 0, prefill_tokens = 0, decode_dispatches = 0, decode_tokens = 0;
   for (size_t pi = 0; pi < o.prompt_sizes.size(); ++pi) {
     std::vector<double> pt, tt;
     for (int r = 0; r < o.reps; ++r) {
@@ -127,6 +149,7 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
       t.max_tokens = o.n_gen + 1;
       t.keep_context = false;
       if (auto s = e.StartTurn(0, t); !s) return std::unexpected(s.error());
+      const uint64_t d0 = e.PoolDispatches();
       const auto a = Clock::now();
       bool done = false;
       while (!done) {
@@ -135,12 +158,17 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
         done = c->prompt_remaining == 0;
       }
       const double ms = Ms(Clock::now() - a);
+      prefill_dispatches += static_cast<double>(e.PoolDispatches() - d0);
+      prefill_tokens += o.prompt_sizes[pi];
       tt.push_back(ms);
       pt.push_back(o.prompt_sizes[pi] / (ms / 1e3));
       if (pi == 0 && o.n_gen > 0) {  // decode after the first prompt size
+        const uint64_t dd = e.PoolDispatches();
         const auto d = Clock::now();
         auto c = e.RunChunk(0, k);
         if (!c) return std::unexpected(c.error());
+        decode_dispatches += static_cast<double>(e.PoolDispatches() - dd);
+        decode_tokens += static_cast<double>(c->tokens.size());
         dec.push_back(static_cast<double>(c->tokens.size()) / std::chrono::duration<double>(Clock::now() - d).count());
       }
     }
@@ -148,9 +176,9 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
     res.ttft_ms.push_back(MakeStat(tt));
   }
   res.decode_tps = MakeStat(dec);
+  if (prefill_tokens > 0) res.dispatches_per_prefill_token = prefill_dispatches / prefill_tokens;
+  if (decode_tokens > 0) res.dispatches_per_decode_token = decode_dispatches / decode_tokens;
   res.peak_rss_bytes = PeakRss();
-  const WeightMatrix& em = e.model().weights().token_embd;
-  res.embd_table_bytes = em.row_bytes * static_cast<uint64_t>(em.rows);
   res.embd_resident_bytes = Resident(em.data, res.embd_table_bytes);
   res.weight_bytes_per_token = e.WeightBytesPerToken(o.precision);
   if (o.measure_bandwidth) {
@@ -162,7 +190,7 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
 }
 
 std::string BenchResult::ToTable() const {
-  char b[256];
+  char b[1024];
   std::string s;
   std::snprintf(b, sizeof(b), "model %s  precision %s  threads %d\n", model.c_str(), precision.c_str(), threads);
   s += b;
@@ -178,11 +206,15 @@ std::string BenchResult::ToTable() const {
   }
   row("decode t/s", decode_tps);
   std::snprintf(b, sizeof(b),
-                "time to ready %.1f ms, peak RSS %.1f MiB, embedding resident %.2f of %.2f MiB\n"
-                "weights/token %.1f MiB, read bandwidth %.2f GB/s, roofline %.1f t/s, fraction %.2f\n",
+                "time to ready %.1f ms, peak RSS %.1f MiB, embedding resident %.2f of %.2f MiB (%.2f before the runs)\n"
+                "weights/token %.1f MiB, read bandwidth %.2f GB/s, roofline %.1f t/s, fraction %.2f\n"
+                "pool dispatches per decoded token %.1f, per prompt token %.2f%s\n",
                 time_to_ready_ms, peak_rss_bytes / 1048576.0, embd_resident_bytes / 1048576.0,
-                embd_table_bytes / 1048576.0, weight_bytes_per_token / 1048576.0, bandwidth_gbs,
-                roofline_tps, roofline_fraction);
+                embd_table_bytes / 1048576.0, embd_resident_before_bytes / 1048576.0,
+                weight_bytes_per_token / 1048576.0, bandwidth_gbs,
+                roofline_tps, roofline_fraction, dispatches_per_decode_token,
+                dispatches_per_prefill_token,
+                embd_evicted ? "" : "\n(embedding pages could not be evicted first: residency is the page cache's)");
   return s + b;
 }
 
@@ -203,6 +235,10 @@ std::string BenchResult::ToJson() const {
   s += "],\"decode_tps\":" + StatJson(decode_tps) + ",\"peak_rss_bytes\":" + std::to_string(peak_rss_bytes) +
        ",\"embd_resident_bytes\":" + std::to_string(embd_resident_bytes) +
        ",\"embd_table_bytes\":" + std::to_string(embd_table_bytes) +
+       ",\"embd_evicted_before_run\":" + (embd_evicted ? "true" : "false") +
+       ",\"embd_resident_before_run_bytes\":" + std::to_string(embd_resident_before_bytes) +
+       ",\"dispatches_per_decode_token\":" + std::to_string(dispatches_per_decode_token) +
+       ",\"dispatches_per_prompt_token\":" + std::to_string(dispatches_per_prefill_token) +
        ",\"weight_bytes_per_token\":" + std::to_string(weight_bytes_per_token) +
        ",\"bandwidth_gbs\":" + std::to_string(bandwidth_gbs) + ",\"roofline_tps\":" +
        std::to_string(roofline_tps) + ",\"roofline_fraction\":" + std::to_string(roofline_fraction) + "}";

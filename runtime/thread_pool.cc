@@ -10,7 +10,12 @@
 namespace ari::runtime {
 namespace {
 
-constexpr int kSpinIterations = 1 << 14;
+// About 30-60 us of pause instructions: long enough to bridge the serial gaps between the
+// dispatches of one token, short enough not to burn a timeslice on a shared machine.
+constexpr int kSpinIterations = 1 << 11;
+// Generation word: bits 0-7 participants, bit 8 dynamic (RunUnits), bits 9+ counter.
+constexpr uint32_t kDynamicBit = 1u << 8;
+constexpr int kGenShift = 9;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -74,7 +79,7 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int max_participants,
 
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1u << 8, std::memory_order_acq_rel);
+  generation_.fetch_add(1u << kGenShift, std::memory_order_acq_rel);
   generation_.notify_all();
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
@@ -90,14 +95,35 @@ void ThreadPool::WorkerLoop(int index) {
     if (stop_.load(std::memory_order_acquire)) return;
     const int me = index + 1;
     const int n = static_cast<int>(seen & 0xFFu);  // participants of this generation
-    if (me < n) {
-      job_(ctx_, me, n);
-      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_one();
+    if (me >= n) continue;
+    if (seen & kDynamicBit) {
+      // Join only while this generation's slots are open (the caller may have closed them,
+      // or already moved on to a later generation: then job fields are not ours to read).
+      const uint64_t gen = seen >> kGenShift;
+      uint64_t s = open_slots_.load(std::memory_order_acquire);
+      bool joined = false;
+      while ((s >> 32) == gen && (s & 0xFFFFFFFFu) != 0) {
+        if (open_slots_.compare_exchange_weak(s, s - 1, std::memory_order_acq_rel)) {
+          joined = true;
+          break;
+        }
+      }
+      if (!joined) continue;
+      for (int64_t u = next_unit_.fetch_add(1, std::memory_order_relaxed); u < units_;
+           u = next_unit_.fetch_add(1, std::memory_order_relaxed)) {
+        unit_job_(ctx_, u, me);
+      }
+      joined_done_.fetch_add(1, std::memory_order_acq_rel);
+      joined_done_.notify_one();
+      continue;
     }
+    job_(ctx_, me, n);
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_one();
   }
 }
 
 void ThreadPool::Run(Job job, void* ctx, int n) {
+  ++runs_;
   if (n < 1) n = 1;
   if (n > max_participants()) n = max_participants();
   if (n == 1) {
@@ -109,7 +135,8 @@ void ThreadPool::Run(Job job, void* ctx, int n) {
   remaining_.store(static_cast<uint32_t>(n - 1), std::memory_order_relaxed);
   // The generation word carries the participant count in its low byte.
   const uint32_t g = generation_.load(std::memory_order_relaxed);
-  generation_.store(((g >> 8) + 1) << 8 | static_cast<uint32_t>(n), std::memory_order_release);
+  generation_.store(((g >> kGenShift) + 1) << kGenShift | static_cast<uint32_t>(n),
+                    std::memory_order_release);
   generation_.notify_all();
   job(ctx, 0, n);
   uint32_t left = remaining_.load(std::memory_order_acquire);
@@ -120,6 +147,46 @@ void ThreadPool::Run(Job job, void* ctx, int n) {
   while (left != 0) {
     remaining_.wait(left, std::memory_order_acquire);
     left = remaining_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::RunUnits(UnitJob job, void* ctx, int64_t units, int n) {
+  ++runs_;
+  if (n < 1) n = 1;
+  if (n > max_participants()) n = max_participants();
+  if (n > units) n = static_cast<int>(units < 1 ? 1 : units);
+  if (n == 1) {
+    for (int64_t u = 0; u < units; ++u) job(ctx, u, 0);
+    return;
+  }
+  unit_job_ = job;
+  ctx_ = ctx;
+  units_ = units;
+  next_unit_.store(0, std::memory_order_relaxed);
+  joined_done_.store(0, std::memory_order_relaxed);
+  const uint32_t g = generation_.load(std::memory_order_relaxed);
+  const uint32_t gen = ((g >> kGenShift) + 1) & (0xFFFFFFFFu >> kGenShift);  // wraps like g
+  open_slots_.store(static_cast<uint64_t>(gen) << 32 | static_cast<uint32_t>(n - 1),
+                    std::memory_order_release);
+  generation_.store(gen << kGenShift | kDynamicBit | static_cast<uint32_t>(n),
+                    std::memory_order_release);
+  generation_.notify_all();
+  for (int64_t u = next_unit_.fetch_add(1, std::memory_order_relaxed); u < units;
+       u = next_unit_.fetch_add(1, std::memory_order_relaxed)) {
+    job(ctx, u, 0);
+  }
+  // Close the slots: workers that have not joined yet stay out of this dispatch.
+  const uint64_t left = open_slots_.exchange(static_cast<uint64_t>(gen) << 32,
+                                             std::memory_order_acq_rel);
+  const uint32_t joined = static_cast<uint32_t>(n - 1) - static_cast<uint32_t>(left & 0xFFFFFFFFu);
+  uint32_t done = joined_done_.load(std::memory_order_acquire);
+  for (int i = 0; i < kSpinIterations && done != joined; ++i) {
+    CpuRelax();
+    done = joined_done_.load(std::memory_order_acquire);
+  }
+  while (done != joined) {
+    joined_done_.wait(done, std::memory_order_acquire);
+    done = joined_done_.load(std::memory_order_acquire);
   }
 }
 

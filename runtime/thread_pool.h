@@ -3,7 +3,7 @@
 // Workers are created once (Create) and live until destruction. Run(job, ctx, n) executes
 // job(ctx, i, n) for i = 0 .. n-1: i = 0 on the calling thread, i >= 1 on pool worker i-1,
 // and returns when all are done (a barrier). The work split is the job's business (static:
-// each index takes its fixed share of rows). Waits spin briefly (about 100 us of pause
+// each index takes its fixed share of rows). Waits spin briefly (about 30-60 us of pause
 // instructions) and then block on a futex (std::atomic wait/notify), so back-to-back
 // dispatches of one token stay hot and idle workers sleep.
 //
@@ -53,12 +53,23 @@ class ThreadPool {
   int max_participants() const { return static_cast<int>(workers_.size()) + 1; }
   // n is clamped to [1, max_participants()].
   void Run(Job job, void* ctx, int n);
+  // Dynamic variant for jobs made of `units` independent pieces: job(ctx, unit, who) runs
+  // once for every unit in [0, units); `who` in [0, n) is unique per participant (e.g. for
+  // per-participant scratch). Participants claim units from a shared counter, so a worker
+  // that is slow, preempted or not yet awake simply does fewer units. A worker that has
+  // not joined by the time the caller runs out of units is left out of this dispatch (the
+  // caller closes it without waiting for it to be scheduled); the caller waits only for
+  // workers that joined. Which participant ran a unit must not change the result.
+  using UnitJob = void (*)(void* ctx, int64_t unit, int who);
+  void RunUnits(UnitJob job, void* ctx, int64_t units, int n);
   // Re-pins every worker to `cpus` (ids < kMaxCpus). Returns kInvalidArgument for an
   // empty/out-of-range set; per-worker OS failures are recorded (see Pinning) and also
   // make it return kUnsupported with the first errno, after trying every worker.
   Result<void> SetCpus(std::span<const int> cpus);
   Result<void> SetCpuMask(uint64_t mask);  // bit i = CPU i
   PoolPinning Pinning() const;             // allocates (not for the hot path)
+  // Run() calls so far (each one a dispatch + barrier when n > 1); for profiling figures.
+  uint64_t runs() const { return runs_; }
 
  private:
   struct Worker {
@@ -74,10 +85,17 @@ class ThreadPool {
   alignas(64) std::atomic<uint32_t> generation_{0};
   alignas(64) std::atomic<uint32_t> remaining_{0};
   alignas(64) Job job_ = nullptr;
+  UnitJob unit_job_ = nullptr;
+  int64_t units_ = 0;
   void* ctx_ = nullptr;
+  alignas(64) std::atomic<int64_t> next_unit_{0};
+  // Dynamic dispatch: (generation << 32) | workers still allowed to join.
+  alignas(64) std::atomic<uint64_t> open_slots_{0};
+  alignas(64) std::atomic<uint32_t> joined_done_{0};
   std::atomic<bool> stop_{false};
   int requested_[kMaxCpus];
   int n_requested_ = 0;
+  uint64_t runs_ = 0;  // written by the driving thread only
 };
 
 }  // namespace ari::runtime

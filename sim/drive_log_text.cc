@@ -1,10 +1,13 @@
 // Drive logs as a whole: text format, validation, whole-file helpers.
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <unordered_set>
+#include <utility>
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
@@ -74,8 +77,54 @@ std::string Num(double v) {
   return ss.str();
 }
 
+// proto3 string fields must hold UTF-8: the text format accepts any bytes (octal
+// escapes), but binary parsing rejects them, so such a log would not survive being
+// written in binary form (found by drive_log_fuzz). Same rules as protobuf's check.
+bool IsUtf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  size_t i = 0;
+  const size_t n = text.size();
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t extra = 0;
+    uint32_t cp = 0;
+    if (c >= 0xc2 && c <= 0xdf) {
+      extra = 1;
+      cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      extra = 2;
+      cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      extra = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (n - i <= extra) return false;
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((s[i + k] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3f);
+    }
+    if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000)) return false;  // overlong
+    if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+std::optional<std::string> NotUtf8(std::string_view what, const std::string& value) {
+  if (IsUtf8(value)) return std::nullopt;
+  return std::string(what) + " is not valid UTF-8";
+}
+
 std::optional<std::string> CheckRequest(const dl::Request& r) {
   if (r.request_id() == 0) return "request: request_id must be > 0";
+  if (auto bad = NotUtf8("request: client", r.client())) return bad;
+  if (auto bad = NotUtf8("request: prompt", r.prompt())) return bad;
   if (r.client().empty() || r.client().size() > kMaxClientBytes) {
     return "request: client must be 1.." + std::to_string(kMaxClientBytes) + " bytes (got " +
            std::to_string(r.client().size()) + ")";
@@ -115,6 +164,7 @@ std::optional<std::string> CheckEvent(const dl::Event& e, uint64_t previous_t_ms
     case dl::Event::KIND_NOT_SET: return "no payload (one of request, soc_temperature, ...)";
     case dl::Event::kRequest: return CheckRequest(e.request());
     case dl::Event::kSocTemperature:
+      if (auto bad = NotUtf8("soc_temperature: sensor", e.soc_temperature().sensor())) return bad;
       if (!InRange(e.soc_temperature().celsius(), -70, 200)) {
         return "soc_temperature: celsius " + Num(e.soc_temperature().celsius()) +
                " outside -70..200";
@@ -130,6 +180,7 @@ std::optional<std::string> CheckEvent(const dl::Event& e, uint64_t previous_t_ms
     case dl::Event::kCpuFrequencyCap: {
       uint64_t seen = 0;
       for (const auto& c : e.cpu_frequency_cap().clusters()) {
+        if (auto bad = NotUtf8("cpu_frequency_cap: name", c.name())) return bad;
         if (c.cluster() >= 64) return "cpu_frequency_cap: cluster index " + std::to_string(c.cluster()) + " >= 64";
         if (seen & (1ull << c.cluster())) {
           return "cpu_frequency_cap: cluster " + std::to_string(c.cluster()) + " listed twice";
@@ -151,6 +202,12 @@ std::optional<std::string> CheckEvent(const dl::Event& e, uint64_t previous_t_ms
 
 std::optional<LogViolation> FirstViolation(const dl::DriveLog& log) {
   const dl::Header& h = log.header();
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string*>{"vehicle", &h.vehicle()}, {"soc", &h.soc()},
+        {"model", &h.model()}, {"notes", &h.notes()}, {"scenario", &h.scenario()},
+        {"generator", &h.generator()}}) {
+    if (auto bad = NotUtf8(std::string("header: ") + name, *value)) return LogViolation{-1, *bad};
+  }
   if (!InRange(h.ambient_celsius(), -70, 100)) {
     return LogViolation{-1, "header: ambient_celsius " + Num(h.ambient_celsius()) + " outside -70..100"};
   }

@@ -176,6 +176,16 @@ Result<std::vector<dl::Event>> GenerateRequests(const Spec& spec, const dl::Prom
 
 std::span<const ScenarioInfo> Scenarios() { return kScenarios; }
 
+double ScenarioBasePowerW(std::string_view scenario) {
+  for (const auto& info : kScenarios) {
+    if (info.name == scenario) {
+      Prng layout(0);
+      return MakeSpec(info.name, 1000, layout).soc.base_power_w;
+    }
+  }
+  return internal::SocSpec{}.base_power_w;
+}
+
 Result<dl::DriveLog> GenerateScenario(const ScenarioOptions& options) {
   const auto it = std::find_if(kScenarios.begin(), kScenarios.end(),
                                [&](const ScenarioInfo& s) { return s.name == options.scenario; });

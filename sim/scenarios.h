@@ -53,6 +53,11 @@ struct ScenarioOptions {
   const ari::drivelog::PromptSet* prompts = nullptr;  // nullptr: the built-in set
 };
 
+// The generator's SoC base power (W) for a scenario: everything but inference, i.e.
+// thermal::RcParams::idle_power_w of its world. Model-mode replay uses it for logs the
+// generator wrote. Unknown names: the RcParams default.
+double ScenarioBasePowerW(std::string_view scenario);
+
 // A valid, time-ordered log. kInvalidArgument for an unknown scenario, a
 // duration out of range or a prompt set lacking a category the scenario uses.
 Result<ari::drivelog::DriveLog> GenerateScenario(const ScenarioOptions& options);

@@ -3,6 +3,8 @@
 //            [--domain N] [--cyclone-config PATH]
 // Signals: SIGTERM/SIGINT stop (finish or cancel in-flight per config, exit 0),
 // SIGHUP reloads the policy. Exit codes: 0 clean stop, 1 bad usage/config, 2 start-up failed.
+// Privileges (docs/reliability.md): sandboxed (no_new_privs, Landlock) before start-up,
+// root given up (privileges.run_as_user) once serving.
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "component/node.h"
+#include "component/privileges.h"
 
 namespace {
 
@@ -62,6 +65,27 @@ int main(int argc, char** argv) {
   }
   ov.base_dir = std::filesystem::absolute(config_path).parent_path();
 
+  // Sandbox while still single-threaded: every thread started later inherits it.
+  SandboxOptions sandbox;
+  sandbox.landlock = !config->privileges().no_landlock();
+  for (const auto& d : config->privileges().writable_dirs()) {
+    std::filesystem::path p(d);
+    sandbox.writable_dirs.push_back(p.is_absolute() ? p : ov.base_dir / p);
+  }
+  if (config->dds().shared_memory()) {  // iceoryx: shared memory files + RouDi sockets
+    sandbox.writable_dirs.push_back("/dev/shm");
+    sandbox.writable_dirs.push_back("/tmp");
+    // iceoryx names its threads (pthread_setname_np writes /proc/<pid>/task/<tid>/comm)
+    // and aborts when that fails (EACCES under Landlock).
+    sandbox.writable_dirs.push_back("/proc/self");
+  }
+  auto sandboxed = EnterSandbox(sandbox);
+  if (!sandboxed) {
+    std::fprintf(stderr, "ari-node: sandbox: %s\n", sandboxed.error().ToString().c_str());
+    return 2;
+  }
+  std::fprintf(stderr, "[ari-node] sandbox: %s\n", sandboxed->note.c_str());
+
   // Signals are handled synchronously through a signalfd: nothing runs in a handler.
   sigset_t mask;
   sigemptyset(&mask);
@@ -83,6 +107,15 @@ int main(int argc, char** argv) {
     close(sfd);
     return 2;
   }
+  // Start-up is over (model mapped, DDS up): give up root if we have it.
+  auto dropped = DropUser(config->privileges().run_as_user());
+  if (!dropped) {
+    std::fprintf(stderr, "ari-node: %s\n", dropped.error().ToString().c_str());
+    node->reset();
+    close(sfd);
+    return 2;
+  }
+  std::fprintf(stderr, "[ari-node] privileges: %s\n", dropped->c_str());
   const int rc = (*node)->Serve(sfd);
   node->reset();
   close(sfd);

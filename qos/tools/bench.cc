@@ -1,5 +1,9 @@
-// ari-bench: model benchmark (delegates to runtime/perf_bench.h when present) and the
-// scheduler scenarios:
+// ari-bench: model benchmark and the scheduler scenarios.
+//   (default)           -m MODEL [--precision w8a16|w4a8] [-t THREADS] [-p 64,128] [-n 64]
+//                       [-r 5] [--json]: runtime/perf_bench.h RunModelBench (prompt and
+//                       decode t/s, TTFT, time to ready, peak RSS, medians + spread,
+//                       bandwidth roofline fraction, resident embedding bytes), as a table
+//                       or JSON;
 //   --scenario preempt  CRITICAL time-to-first-token while a long NORMAL prefill runs,
 //                       divided by its idle time-to-first-token (goal <= 1.25), median
 //                       of -r repetitions;
@@ -17,6 +21,7 @@
 
 #include "qos/scheduler.h"
 #include "runtime/model.h"
+#include "runtime/perf_bench.h"
 #include "thermal/rc_model.h"
 
 
@@ -249,6 +254,33 @@ int Thermal(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
   return 0;
 }
 
+int ModelBench(const Args& a) {
+  runtime::BenchOptions o;
+  o.model = a.model;
+  o.precision = a.precision == "w4a8" ? runtime::Precision::kW4A8 : runtime::Precision::kW8A16;
+  o.threads = a.threads > 0 ? a.threads : 2;
+  o.prompt_sizes = a.prompts;
+  o.n_gen = a.n;
+  o.reps = a.reps;
+  for (int p : o.prompt_sizes) {
+    if (p < 1) {
+      std::fprintf(stderr, "ari-bench: -p sizes must be positive\n");
+      return 2;
+    }
+  }
+  if (o.n_gen < 0) {
+    std::fprintf(stderr, "ari-bench: -n must be >= 0\n");
+    return 2;
+  }
+  auto r = runtime::RunModelBench(o);
+  if (!r) {
+    std::fprintf(stderr, "ari-bench: %s\n", r.error().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s\n", a.json ? r->ToJson().c_str() : r->ToTable().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -257,13 +289,7 @@ int main(int argc, char** argv) {
     Usage();
     return 2;
   }
-  if (a.scenario.empty()) {
-    // TODO(engine helper): delegate to runtime/perf_bench.h RunModelBench once it exists.
-    std::fprintf(stderr, "ari-bench: the model benchmark (-p/-n/--precision) needs "
-                         "runtime/perf_bench.h RunModelBench, not in this build yet; "
-                         "use --scenario preempt|thermal\n");
-    return 3;
-  }
+  if (a.scenario.empty()) return ModelBench(a);
   auto policy = qos::LoadPolicyFile(a.policy);
   if (!policy) {
     std::fprintf(stderr, "ari-bench: policy: %s\n", policy.error().ToString().c_str());

@@ -1,6 +1,7 @@
 // ari-perf: runtime-only benchmark driver over RunModelBench.
 //   ari-perf -m model.gguf [--precision w8a16|w4a8|reference] [-t 2] [-p 64,128] [-n 64]
-//            [-r 5] [--json]
+//            [-r 5] [--json] [--bw-mib 512]   (--bw-mib 0: skip the bandwidth probe, e.g.
+//            under valgrind)
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -26,6 +27,10 @@ int main(int argc, char** argv) {
     } else if (a == "-t") o.threads = std::atoi(v);
     else if (a == "-n") o.n_gen = std::atoi(v);
     else if (a == "-r") o.reps = std::atoi(v);
+    else if (a == "--bw-mib") {
+      o.bandwidth_bytes = static_cast<uint64_t>(std::atoll(v)) << 20;
+      o.measure_bandwidth = o.bandwidth_bytes > 0;
+    }
     else if (a == "-p") {
       o.prompt_sizes.clear();
       std::stringstream ss(v);

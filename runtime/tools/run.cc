@@ -4,6 +4,11 @@
 //   ari-run -m model.gguf -p "Once upon a time" -n 64 [--temp T] [--top-p P] [--top-k K]
 //           [--min-p M] [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]
 //           [--stop STR]... [--ctx N] [--batch N] [--info]
+//           [--memory-plan [--slots N] [--kv f16|int8] [--prefetch auto|on|off]]
+//
+// --memory-plan creates the Engine (runtime/engine.h) with these options and prints its
+// arena plan (Engine::memory_plan()); without -p it exits after printing, with -p the
+// generation then runs through that engine (packed path when the file is a pack).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +18,7 @@
 #include <vector>
 
 #include "runtime/chat_template.h"
+#include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
@@ -32,7 +38,10 @@ void Usage(FILE* f) {
                "  --chat (apply the model's chat template)  --system TEXT (with --chat)\n"
                "  --stop STR (repeatable)  --ctx N (context; default min(model's, 4096))\n"
                "  --batch N (prefill chunk, 32)\n"
-               "  --info (print the model config)\n");
+               "  --info (print the model config)\n"
+               "  --memory-plan (print the engine's arena plan; exit unless -p is given,\n"
+               "    else generate through the engine)  --slots N (2)  --kv f16|int8 (f16)\n"
+               "  --prefetch auto|on|off (auto: next-layer MADV_WILLNEED)\n");
 }
 
 int Fail(const std::string& msg) {
@@ -44,6 +53,86 @@ bool ParseNumber(const char* s, double& out) {
   char* end = nullptr;
   out = std::strtod(s, &end);
   return end != s && *end == '\0';
+}
+
+struct EngineRun {
+  bool enabled = false;
+  int32_t slots = 2;
+  rt::KvType kv = rt::KvType::kF16;
+  rt::LayerPrefetch prefetch = rt::LayerPrefetch::kAuto;
+};
+
+// --memory-plan: the plan of an Engine built from the flags, then (with a prompt) the
+// generation through it.
+int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::SessionOptions& so,
+                  const rt::SamplingParams& sp, int32_t max_tokens, const std::string& prompt,
+                  bool chat, const std::string& system) {
+  rt::EngineOptions eo;
+  eo.model_path = model_path;
+  eo.slots = er.slots;
+  if (so.context_length > 0) eo.context_length = so.context_length;
+  eo.max_chunk = so.max_batch;
+  eo.max_output = std::max(max_tokens, 1);
+  eo.kv_type = er.kv;
+  eo.layer_prefetch = er.prefetch;
+  eo.require_tokenizer = !prompt.empty();
+  auto engine = rt::Engine::Create(eo);
+  if (!engine) return Fail(engine.error().ToString());
+  rt::Engine& e = **engine;
+  FILE* out = prompt.empty() ? stdout : stderr;  // stdout stays the generated text
+  std::fprintf(out, "ari-run: memory plan (%s, %s, %d slots, KV %s)\n%s", model_path.c_str(),
+               e.has_pack() ? "pack" : "plain GGUF", er.slots,
+               std::string(rt::KvTypeName(er.kv)).c_str(), e.memory_plan().ToString().c_str());
+  if (prompt.empty()) return 0;
+  const rt::Tokenizer* tok = e.model().tokenizer();
+  if (tok == nullptr) return Fail("the model has no tokenizer");
+  rt::EncodeOptions enc;
+  std::string text = prompt;
+  if (chat) {
+    auto kind = rt::DetectChatTemplate(e.model().file());
+    if (!kind) return Fail("--chat: " + kind.error().ToString());
+    std::vector<rt::ChatMessage> msgs;
+    if (!system.empty()) msgs.push_back({"system", system});
+    msgs.push_back({"user", prompt});
+    auto rendered = rt::ApplyChatTemplate(*kind, msgs, /*add_assistant_prefix=*/true);
+    if (!rendered) return Fail("--chat: " + rendered.error().ToString());
+    text = std::move(*rendered);
+    enc.parse_special = true;
+  } else {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  }
+  auto ids = tok->Encode(text, enc);
+  if (!ids) return Fail(ids.error().ToString());
+  rt::TurnSpec turn;
+  turn.prompt = *ids;
+  turn.sampling = sp;
+  turn.max_tokens = max_tokens;
+  turn.keep_context = false;
+  if (auto st = e.StartTurn(0, turn); !st) return Fail(st.error().ToString());
+  rt::ChunkKnobs knobs;
+  knobs.kv_type = er.kv;
+  knobs.prefill_tokens = so.max_batch;
+  int64_t prompt_ns = 0, gen_ns = 0;
+  size_t generated = 0;
+  rt::StopReason stop = rt::StopReason::kMaxTokens;
+  while (true) {
+    auto r = e.RunChunk(0, knobs);
+    if (!r) return Fail(r.error().ToString());
+    (r->phase == rt::ChunkPhase::kPrefill ? prompt_ns : gen_ns) += r->compute_ns;
+    generated += r->tokens.size();
+    std::fwrite(r->text.data(), 1, r->text.size(), stdout);
+    std::fflush(stdout);
+    if (r->finished) {
+      stop = r->stop_reason;
+      break;
+    }
+  }
+  std::fputc('\n', stdout);
+  std::fprintf(stderr, "ari-run: engine: prompt %zu tokens in %.3f s; generation %zu tokens in "
+               "%.3f s (%.1f tokens/s); stop: %s\n", ids->size(), prompt_ns * 1e-9, generated,
+               gen_ns * 1e-9, gen_ns > 0 ? generated / (gen_ns * 1e-9) : 0.0,
+               std::string(rt::StopReasonName(stop)).c_str());
+  return 0;
 }
 
 }  // namespace
@@ -59,6 +148,7 @@ int main(int argc, char** argv) {
   gen.max_tokens = 64;
   rt::SessionOptions so;
   bool chat = false, info = false;
+  EngineRun er;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -101,6 +191,19 @@ int main(int argc, char** argv) {
       chat = true;
     } else if (a == "--info") {
       info = true;
+    } else if (a == "--memory-plan") {
+      er.enabled = true;
+    } else if (a == "--slots" && number()) {
+      er.slots = static_cast<int32_t>(num);
+    } else if (a == "--kv" && has_value && (std::string_view(argv[i + 1]) == "f16" ||
+                                            std::string_view(argv[i + 1]) == "int8")) {
+      er.kv = std::string_view(argv[++i]) == "int8" ? rt::KvType::kInt8 : rt::KvType::kF16;
+    } else if (a == "--prefetch" && has_value &&
+               (std::string_view(argv[i + 1]) == "auto" || std::string_view(argv[i + 1]) == "on" ||
+                std::string_view(argv[i + 1]) == "off")) {
+      const std::string_view v = argv[++i];
+      er.prefetch = v == "on" ? rt::LayerPrefetch::kOn
+                    : v == "off" ? rt::LayerPrefetch::kOff : rt::LayerPrefetch::kAuto;
     } else {
       Usage(stderr);
       return Fail("unknown argument or missing/bad value: '" + std::string(a) + "'");
@@ -111,6 +214,9 @@ int main(int argc, char** argv) {
     return Fail("-m MODEL.gguf is required");
   }
   if (gen.max_tokens < 0) return Fail("-n must be >= 0");
+  if (er.enabled) {
+    return RunWithEngine(model_path, er, so, sp, gen.max_tokens, prompt, chat, system);
+  }
 
   auto model = rt::Model::Load(model_path);
   if (!model) return Fail(model.error().ToString());

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <optional>
 #include <span>
@@ -16,9 +18,13 @@
 #include <string_view>
 #include <vector>
 
+#include "qos/policy.h"
+#include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/drive_log_stats.h"
 #include "sim/prompts.h"
+#include "sim/replay.h"
+#include "sim/report.h"
 #include "sim/scenarios.h"
 
 namespace {
@@ -240,6 +246,101 @@ int CmdScenarios(std::span<char* const> argv) {
   return kOk;
 }
 
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return ari::sim::MakeError(ari::sim::ErrorCode::kIo, "cannot open " + path + ": " + std::strerror(errno));
+  }
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return s;
+}
+
+Result<void> WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return ari::sim::MakeError(ari::sim::ErrorCode::kIo, "cannot write " + path);
+  return {};
+}
+
+int CmdReplay(std::span<char* const> argv) {
+  static constexpr std::string_view kKnown[] = {"log", "mode", "policy", "cost", "json", "html",
+                                                "slots"};
+  auto args = ParseArgs(argv, kKnown);
+  if (!args) return Fail("replay", args.error().message), kUsage;
+  const auto log_path = args->Get("log");
+  if (!log_path || !args->positional.empty()) {
+    return Fail("replay", "usage: ari-sim replay --log LOG [--mode model] [--policy P] [--cost C] "
+                          "[--json OUT] [--html OUT]"), kUsage;
+  }
+  const std::string mode = args->Get("mode").value_or("model");
+  if (mode == "live") {
+    return Fail("replay", "--mode live is not implemented in this build (use --mode model)"), kUsage;
+  }
+  if (mode != "model") return Fail("replay", "--mode must be model or live"), kUsage;
+  std::vector<ari::sim::CorruptRecord> corrupt;
+  auto log = ari::sim::LoadDriveLog(*log_path, &corrupt);
+  if (!log) return Fail("replay", log.error().message);
+  for (const auto& c : corrupt) {
+    std::fprintf(stderr, "ari-sim replay: %s: corrupt record at %s\n", log_path->c_str(),
+                 c.ToString().c_str());
+  }
+  const std::string policy_path = args->Get("policy").value_or("config/policy_default.textproto");
+  auto policy = ari::qos::LoadPolicyFile(policy_path);
+  if (!policy) return Fail("replay", "policy: " + policy.error().ToString());
+  auto cost = args->Get("cost") ? ari::sim::LoadCostModel(*args->Get("cost"))
+                                : ari::sim::BuiltinCostModel();
+  if (!cost) return Fail("replay", cost.error().message);
+  ari::sim::ReplayOptions o;
+  o.policy = &*policy;
+  o.cost = &*cost;
+  if (auto sl = args->Get("slots")) o.slots = std::atoi(sl->c_str());
+  auto report = ari::sim::ReplayModel(*log, o);
+  if (!report) return Fail("replay", report.error().message);
+  report->log_name = std::filesystem::path(*log_path).filename().string();
+  std::fputs(ari::sim::ReportToText(*report).c_str(), stdout);
+  std::printf("replayed %.0f s of log in %.3f s\n", report->summary.duration_s, report->summary.wall_s);
+  if (auto j = args->Get("json")) {
+    if (auto r = WriteFile(*j, ari::sim::ReportToJson(*report)); !r) return Fail("replay", r.error().message);
+  }
+  if (auto h = args->Get("html")) {
+    if (auto r = WriteFile(*h, ari::sim::ReportToHtml(*report)); !r) return Fail("replay", r.error().message);
+  }
+  return corrupt.empty() ? kOk : kProblems;
+}
+
+int CmdCost(std::span<char* const> argv) {
+  static constexpr std::string_view kKnown[] = {"bench", "output", "layers", "isa",
+                                                "efficiency-speed", "thread-scaling"};
+  auto args = ParseArgs(argv, kKnown);
+  if (!args) return Fail("cost", args.error().message), kUsage;
+  std::vector<std::string> inputs = args->positional;
+  for (const auto& [k, v] : args->flags) {
+    if (k == "bench") inputs.push_back(v);
+  }
+  const auto out = args->Get("output");
+  if (inputs.empty() || !out) {
+    return Fail("cost", "usage: ari-sim cost BENCH.json... -o COST.json [--layers N] [--isa avx2] "
+                        "[--efficiency-speed 0.5] [--thread-scaling 0.8]"), kUsage;
+  }
+  std::vector<std::string> texts;
+  for (const auto& p : inputs) {
+    auto t = ReadFile(p);
+    if (!t) return Fail("cost", t.error().message);
+    texts.push_back(std::move(*t));
+  }
+  ari::sim::BenchCalibration cal;
+  if (auto v = args->Get("layers")) cal.layers = std::atoi(v->c_str());
+  if (auto v = args->Get("isa")) cal.isa = *v;
+  if (auto v = args->Get("efficiency-speed")) cal.efficiency_core_speed = std::atof(v->c_str());
+  if (auto v = args->Get("thread-scaling")) cal.thread_scaling = std::atof(v->c_str());
+  auto model = ari::sim::BuildCostModelFromBench(texts, cal);
+  if (!model) return Fail("cost", model.error().message);
+  if (auto r = WriteFile(*out, ari::sim::CostModelToJson(*model)); !r) return Fail("cost", r.error().message);
+  std::fprintf(stderr, "ari-sim cost: %zu entries -> %s\n", model->entries.size(), out->c_str());
+  return kOk;
+}
+
 struct Command {
   std::string_view name;
   std::string_view usage;
@@ -254,6 +355,13 @@ constexpr Command kCommands[] = {
      CmdCat},
     {"stats", "stats LOG          event counts per kind/class, time span, value ranges", CmdStats},
     {"scenarios", "scenarios          list the scenario names", CmdScenarios},
+    {"replay", "replay --log LOG [--mode model] [--policy P] [--cost C] [--json OUT] [--html OUT]\n"
+               "                     simulate the log in virtual time (real scheduler + governor,\n"
+               "                     cost model, RC thermal model); --mode live: not in this build",
+     CmdReplay},
+    {"cost", "cost BENCH.json... -o COST.json [--layers N] [--isa T] [--efficiency-speed X]\n"
+             "                     cost model from ari-perf/ari-bench --json output",
+     CmdCost},
 };
 
 void PrintUsage(std::FILE* f) {

@@ -17,13 +17,15 @@
 #include "component/client.h"
 #include "tests/common/dds_test_util.h"
 #include "tests/component/fake_node.h"
+#include "tests/component/roudi_util.h"
 
 namespace {
 
 namespace dds = ari::component::dds;
 using namespace std::chrono_literals;
 constexpr int kChunks = 100;
-constexpr char kRoudi[] = "/usr/bin/iox-roudi";
+using ari::testing::kRoudi;
+using ari::testing::Roudi;
 
 struct ClientReport {
   int connect_ok = 0;
@@ -114,66 +116,6 @@ bool RunClient(uint32_t domain_id, const std::string& config, ClientReport* out)
   return got == sizeof *out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-// RAII: our own iox-roudi with the project's pool config; stopped by PID.
-class Roudi {
- public:
-  Roudi() {
-    const std::string cfg = (ari::testing::SourceDir() / "config" / "roudi.toml").string();
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      execl(kRoudi, kRoudi, "-c", cfg.c_str(), "-l", "info", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    out_fd_ = fds[0];
-    // Wait (poll on its output, 20 s at most) for "RouDi is ready for clients".
-    const auto until = std::chrono::steady_clock::now() + 20s;
-    while (output_.find("RouDi is ready for clients") == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return;
-      pollfd p{out_fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
-      char buf[512];
-      const ssize_t n = read(out_fd_, buf, sizeof buf);
-      if (n <= 0) return;  // RouDi exited
-      output_.append(buf, static_cast<size_t>(n));
-    }
-    ready_ = true;
-  }
-  ~Roudi() { Stop(); }
-  // SIGTERM by PID; returns RouDi's wait status (0 = clean shutdown).
-  int Stop() {
-    int status = -1;
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, &status, 0);
-      pid_ = -1;
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(out_fd_, buf, sizeof buf)) > 0) output_.append(buf, static_cast<size_t>(n));
-      if (std::getenv("ARI_SHM_TEST_VERBOSE")) {
-        std::fprintf(stderr, "iox-roudi (exit status %d):\n%s\n", status, output_.c_str());
-      }
-    }
-    if (out_fd_ >= 0) close(out_fd_);
-    out_fd_ = -1;
-    return status;
-  }
-  bool ready() const { return ready_; }
-  const std::string& output() const { return output_; }
-
- private:
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  bool ready_ = false;
-  std::string output_;
-};
-
 struct RunResult {
   ClientReport client;
   ari::testing::NodeReport node;
@@ -226,21 +168,26 @@ TEST(SharedMemory, SameStreamOverLoopbackAndIceoryx) {
   {
     Roudi roudi;
     ASSERT_TRUE(roudi.ready()) << "iox-roudi did not become ready:\n" << roudi.output();
-    // Rarely (seen 1 in 47 runs) the first chunks of the very first stream after a
-    // client starts are lost: Cyclone 0.10 reports the reader matched before its
-    // iceoryx subscriber finished subscribing through RouDi, and samples published in
-    // that window never reach it (there is no API to wait for the subscription). A
-    // lost stream is retried with a fresh node and client (clean counts), and said so.
-    for (int attempt = 1; attempt <= 3; ++attempt) {
+    // No retry: the first chunks of a new client's first stream used to be lost now and
+    // then (1 in 47 runs) because RouDi connects iceoryx endpoints up to 100 ms after DDS
+    // reports the match; the client now waits dds::kIceoryxSettle (dds.h).
+    // ARI_SHM_TEST_REPEAT=N repeats this run (stress / diagnosis; with
+    // ARI_ICEORYX_SETTLE_MS=0 the lost first chunks come back).
+    const char* repeat_env = std::getenv("ARI_SHM_TEST_REPEAT");
+    const int repeat = repeat_env ? std::max(1, std::atoi(repeat_env)) : 1;
+    int incomplete = 0;
+    for (int i = 0; i < repeat; ++i) {
       on = RunResult{};
       ASSERT_NO_FATAL_FAILURE(RunOnce(shm_config, &on));
-      if (on.client.status == ari_STATUS_DONE &&
-          on.client.chunks == static_cast<uint32_t>(kChunks + 1)) {
-        break;
+      if (on.client.status != ari_STATUS_DONE || on.client.chunks != static_cast<uint32_t>(kChunks + 1)) {
+        ++incomplete;
+        std::printf("run %d: incomplete stream (status %d, %u chunks; node got %llu requests, "
+                    "published %llu chunks)\n", i, on.client.status, on.client.chunks,
+                    static_cast<unsigned long long>(on.node.requests),
+                    static_cast<unsigned long long>(on.node.chunks));
       }
-      std::printf("shm attempt %d: stream incomplete (status %d, %u chunks): retrying\n",
-                  attempt, on.client.status, on.client.chunks);
     }
+    EXPECT_EQ(incomplete, 0) << "of " << repeat << " runs";
     // Clean shutdown: every child deregistered from RouDi before exiting.
     EXPECT_EQ(roudi.Stop(), 0) << roudi.output();
   }

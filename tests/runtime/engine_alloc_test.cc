@@ -1,5 +1,6 @@
 // Zero heap allocation in RunChunk/StartTurn after warm-up, across prefill, decode, sampling,
-// precision, thread-count and ISA switches. Counts every global operator new form (malloc
+// precision, thread-count and ISA switches, INT8 KV decode, the in-place F16 -> INT8 slot
+// conversion and context-cap shrinks. Counts every global operator new form (malloc
 // hooks no longer exist in glibc >= 2.34; the runtime allocates only through new).
 #include <gtest/gtest.h>
 
@@ -70,6 +71,62 @@ void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) 
       ASSERT_TRUE(r.has_value());
       if (r->finished) break;
     }
+  }
+}
+
+// Memory-ladder knobs: F16 for the first chunks, then INT8 (a live slot converted in place,
+// then INT8 decode), a context cap that shrinks the slot (re-prefill), an output cap.
+void DriveMemory(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) {
+  for (int t = 0; t < turns; ++t) {
+    TurnSpec ts;
+    ts.prompt = prompt;
+    ts.max_tokens = 60;
+    ts.keep_context = t % 2 == 0;  // multi-turn too: the cap then also cuts old turns
+    ts.pinned_prefix = t % 3 == 0 ? -1 : 2;
+    if (sampled) { ts.sampling.temperature = 0.8f; ts.sampling.top_p = 0.9f; ts.sampling.top_k = 20; }
+    ASSERT_TRUE(e.StartTurn(0, ts).has_value());
+    int shrinks = 0, conversions = 0;
+    for (int c = 0;; ++c) {
+      ChunkKnobs k;
+      k.kv_type = c >= 3 ? KvType::kInt8 : KvType::kF16;
+      k.prefill_tokens = 5;
+      k.decode_tokens = 3;
+      k.context_cap = 32;
+      k.output_cap = 50;
+      k.threads = 1 + c % 2;
+      auto r = e.RunChunk(0, k);
+      ASSERT_TRUE(r.has_value());
+      shrinks += r->context_shrunk;
+      conversions += r->kv_converted;
+      if (r->finished) break;
+    }
+    EXPECT_GE(shrinks, 1);
+    if (e.has_pack() && !ts.keep_context) {
+      EXPECT_GE(conversions, 1);  // a reset slot is F16 again, converted at chunk 3
+    }
+  }
+}
+
+TEST(EngineAlloc, NoHeapAllocationWithInt8KvAndContextCap) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  for (const auto& path : {mp.pack, mp.plain}) {
+    EngineOptions o;
+    o.model_path = path;
+    o.context_length = 256;
+    o.threads = 2;
+    o.layer_prefetch = LayerPrefetch::kOn;
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.has_value());
+    const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
+    DriveMemory(**e, prompt, true, 1);  // warm-up
+    g_news = 0;
+    g_count = true;
+    DriveMemory(**e, prompt, false, 3);
+    DriveMemory(**e, prompt, true, 3);
+    g_count = false;
+    EXPECT_EQ(g_news.load(), 0) << path;
   }
 }
 

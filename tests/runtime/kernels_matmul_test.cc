@@ -155,7 +155,8 @@ TEST_P(MatmulTierTest, GemmEqualsNGemvsBitwise) {
   ARI_REQUIRE_TIER(GetParam());
   const KernelTable& k = KernelsFor(GetParam());
   std::mt19937 rng(3);
-  for (int64_t cols : {64L, 172L, 5632L}) {
+  // 8224: wider than the AVX2 W8A16 GEMM's stack tile (8192 columns): its GEMV fallback.
+  for (int64_t cols : {64L, 172L, 5632L, 8224L}) {
     for (int64_t rows : {9L, 67L}) {
       const Matrix m(rng, rows, cols, 1);
       const Acts a(rng, 11, cols);

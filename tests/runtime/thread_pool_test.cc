@@ -44,6 +44,46 @@ TEST(ThreadPool, RunsEveryIndexOnce) {
   }
 }
 
+struct UnitCtx {
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int> bad_who{0};
+  int n = 1;
+  explicit UnitCtx(size_t units) : hits(units) {}
+};
+
+void UnitJob(void* c, int64_t u, int who) {
+  auto* ctx = static_cast<UnitCtx*>(c);
+  ctx->hits[static_cast<size_t>(u)].fetch_add(1);
+  if (who < 0 || who >= ctx->n) ctx->bad_who.fetch_add(1);
+}
+
+// RunUnits runs every unit exactly once, interleaved with static Runs (the generation word
+// carries the mode), for unit counts below, at and above the participant count.
+TEST(ThreadPool, RunUnitsRunsEveryUnitOnce) {
+  auto pool = ThreadPool::Create(3);
+  ASSERT_TRUE(pool.has_value());
+  Ctx sctx;
+  sctx.seen.assign(3, 0);
+  for (int rep = 0; rep < 300; ++rep) {
+    const int n = 1 + rep % 3;
+    const int64_t units = 1 + (rep * 7) % 40;
+    UnitCtx ctx(static_cast<size_t>(units));
+    ctx.n = n;
+    const uint64_t before = (*pool)->runs();
+    (*pool)->RunUnits(&UnitJob, &ctx, units, n);
+    EXPECT_EQ((*pool)->runs(), before + 1);
+    for (int64_t u = 0; u < units; ++u) {
+      ASSERT_EQ(ctx.hits[static_cast<size_t>(u)].load(), 1) << "rep " << rep << " unit " << u;
+    }
+    EXPECT_EQ(ctx.bad_who.load(), 0);
+    if (rep % 5 == 0) {
+      sctx.calls = 0;
+      (*pool)->Run(&Job, &sctx, n);
+      EXPECT_EQ(sctx.calls.load(), n);
+    }
+  }
+}
+
 TEST(ThreadPool, PinsAndRepinsWithoutNewThreads) {
   const auto cpus = AllowedCpus();
   ASSERT_FALSE(cpus.empty());

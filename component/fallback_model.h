@@ -1,0 +1,48 @@
+// The memory ladder's fallback model for ari-node: a second, small GGUF that the
+// scheduler maps on first need (qos::FallbackEngineProvider) and unmaps when the
+// pressure is gone. Requests are tokenized once, at admission, with the main model's
+// tokenizer, so the fallback must use the same vocabulary: Acquire() checks it (token
+// count, every token text, BOS/EOS) and refuses an incompatible model with a clear
+// error (the scheduler then keeps new requests on the main model and says so).
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "qos/scheduler.h"
+#include "runtime/engine.h"
+#include "runtime/tokenizer.h"
+
+namespace ari::component {
+
+// Same vocabulary (what the node's admission-time token ids mean); the reason otherwise.
+std::string TokenizerMismatch(const runtime::Tokenizer& main, const runtime::Tokenizer& other);
+
+class FallbackModel final : public qos::FallbackEngineProvider {
+ public:
+  // `options.model_path` is the fallback GGUF; `main` must outlive this object.
+  FallbackModel(runtime::EngineOptions options, const runtime::Tokenizer* main);
+  ~FallbackModel() override = default;
+
+  // Creates the engine (maps the file), checks the vocabulary, warms it up.
+  runtime::Result<runtime::Engine*> Acquire() override;
+  void Release() override;  // destroys the engine: the file is unmapped
+
+  bool mapped() const { return mapped_.load(); }
+  std::string name() const { return options_.model_path.filename().string(); }
+  const std::filesystem::path& path() const { return options_.model_path; }
+  int acquisitions() const { return acquisitions_.load(); }
+
+ private:
+  runtime::EngineOptions options_;
+  const runtime::Tokenizer* main_;
+  std::mutex mu_;  // engine_ (Acquire/Release run on the scheduler thread)
+  std::unique_ptr<runtime::Engine> engine_;
+  std::atomic<bool> mapped_{false};
+  std::atomic<int> acquisitions_{0};
+};
+
+}  // namespace ari::component

@@ -1,0 +1,125 @@
+// Model-mode replay of a drive log: a discrete-event simulation in virtual time that
+// runs the real qos::Scheduler and governor (ManualClock) over a SimEngine (cost model)
+// and the RC thermal model of thermal/rc_model.h.
+//
+// Loop: events of the log are applied at their time (requests are submitted, the
+// ambient goes to the RC model, memory samples feed the memory ladder); the scheduler
+// steps; a chunk advances the clock by its modeled duration while the RC model is
+// loaded with the chunk's cores/precision (busy 1.0 during the chunk, idle otherwise,
+// so the integration is exact for that piecewise-constant load); between chunks the
+// clock jumps to the next thing due (next step, next log event, next sample). Every
+// sample_period (1 s) the scheduler is stepped even when idle (the governor keeps
+// tracking the temperature) and a timeline sample is taken.
+//
+// The governor reads the RC model's die temperature, not the log's soc_temperature
+// samples (those are the world as recorded); the first soc_temperature sample (else the
+// header's ambient) sets the RC model's initial temperature. Prompt length in tokens:
+// ceil(bytes / 4) + 8 (template). Answers run to max_tokens (no EOS in model mode).
+// CPU frequency caps and vehicle state are not modeled. Fully deterministic.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qos/policy.h"
+#include "sim/cost_model.h"
+#include "sim/drive_log.h"
+#include "sim/error.h"
+#include "thermal/rc_model.h"
+
+namespace ari::sim {
+
+struct ReplayOptions {
+  const qos::Policy* policy = nullptr;   // required
+  const CostModel* cost = nullptr;       // required
+  thermal::RcParams rc;                  // ambient/initial taken from the log
+  double base_power_w = -1;              // < 0: the generator's for the log's scenario
+                                         //   (ScenarioBasePowerW), else rc.idle_power_w
+  int32_t slots = 2;
+  int performance_cpus = 2;              // simulated SoC: CPUs 0.. are performance,
+  int efficiency_cpus = 2;               //   the next ones efficiency
+  int64_t sample_period_ms = 1000;
+  int32_t max_prefill_chunk = 128;
+  bool record_decisions = true;          // the decision timeline (off in the tuner)
+  bool record_samples = true;            // the temperature timeline (off in the tuner)
+};
+
+struct DecisionRecord {  // one entry in a request's history or the global timeline
+  double t_s = 0;
+  std::string urgency;
+  bool idle = false;
+  int band = 0;
+  int memory_band = -1;
+  bool conservative = false;
+  std::string knobs;   // qos::KnobsToString
+  std::string reason;
+};
+
+struct RequestReport {
+  uint64_t id = 0;
+  std::string urgency, client, category;
+  double arrival_s = 0;
+  int prompt_tokens = 0, max_tokens = 0, tokens = 0, chunks = 0;
+  double deadline_s = 0;        // relative to arrival (class default applied); 0 = none
+  std::string status;           // qos::TerminalStatusName, or "BUSY"/"INVALID" at submit
+  std::string message;
+  double queue_wait_s = -1;     // arrival -> first chunk (-1 never ran)
+  double ttft_s = -1;           // arrival -> first token (-1 none)
+  double completion_s = -1;     // arrival -> terminal
+  bool deadline_missed = false; // not DONE in time (rejected / stopped / late)
+  std::vector<DecisionRecord> decisions;  // knob changes while its chunks ran
+};
+
+struct Percentiles {
+  int n = 0;
+  double p50 = 0, p95 = 0, p99 = 0, max = 0;
+};
+
+struct ClassReport {
+  std::string urgency;
+  int requests = 0, done = 0, deadline_misses = 0, rejected = 0;
+  Percentiles ttft_s, completion_s, queue_wait_s;
+};
+
+struct Sample {
+  double t_s = 0, die_c = 0, ambient_c = 0, power_w = 0, busy = 0;
+  int band = 0;
+};
+
+struct ReplaySummary {
+  double duration_s = 0;
+  double busy_s = 0;
+  double peak_die_c = 0, peak_t_s = 0;
+  double energy_j = 0;                       // integral of the RC model's power
+  std::vector<double> band_time_s;           // per thermal band (virtual time)
+  std::array<double, 2> precision_busy_s{};  // W8A16, W4A8 compute time
+  std::array<int64_t, 2> precision_tokens{}; // tokens (prefill + decode) per precision
+  std::vector<double> drop_busy_s;           // index = layers dropped
+  std::vector<int64_t> drop_tokens;
+  double memory_band_time_s = 0;             // time with any memory band active
+  double quality_loss = 0;  // share of tokens at W4A8 + 0.1 x mean dropped layers per token
+  int64_t chunks = 0;
+  double wall_s = 0;        // real time the replay took (not deterministic; not in JSON by default)
+};
+
+struct ReplayReport {
+  std::string log_name, scenario, policy_name, cost_source;
+  std::vector<std::string> band_names;
+  std::vector<double> band_enter_c;      // -inf for the base band
+  std::vector<RequestReport> requests;   // in log order
+  std::vector<ClassReport> classes;      // CRITICAL..BACKGROUND
+  std::vector<Sample> samples;
+  std::vector<DecisionRecord> decisions; // global timeline (OnDecision)
+  ReplaySummary summary;
+
+  const ClassReport& Class(qos::Urgency u) const { return classes[qos::Rank(u)]; }
+};
+
+Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& options);
+
+// Nearest-rank percentile of unsorted values (0 for none).
+Percentiles ComputePercentiles(std::vector<double> values);
+
+}  // namespace ari::sim

@@ -1,0 +1,81 @@
+// Simulated engine; see sim_engine.h.
+#include "sim/sim_engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ari::sim {
+
+SimEngine::SimEngine(const CostModel& cost, thermal::ManualClock& clock, int32_t slots,
+                     uint64_t efficiency_mask, ChunkObserver* observer, int32_t max_output)
+    : cost_(cost),
+      clock_(clock),
+      slots_(static_cast<size_t>(std::max(1, slots))),
+      efficiency_mask_(efficiency_mask),
+      observer_(observer),
+      tokens_(static_cast<size_t>(std::max(1, max_output)), 1) {}
+
+runtime::Result<void> SimEngine::StartTurn(int32_t slot, const runtime::TurnSpec& turn) {
+  if (slot < 0 || slot >= num_slots()) {
+    return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "sim engine: bad slot");
+  }
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (!turn.keep_context) s.position = 0;
+  s.prompt_left = static_cast<int32_t>(turn.prompt.size());
+  s.max_tokens = std::clamp<int32_t>(turn.max_tokens, 1, static_cast<int32_t>(tokens_.size()));
+  s.generated = 0;
+  s.active = true;
+  return {};
+}
+
+runtime::Result<runtime::ChunkResult> SimEngine::RunChunk(int32_t slot,
+                                                          const runtime::ChunkKnobs& knobs) {
+  if (slot < 0 || slot >= num_slots() || !slots_[static_cast<size_t>(slot)].active) {
+    return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "sim engine: no turn in slot");
+  }
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  runtime::ChunkResult r;
+  r.precision = knobs.precision;
+  r.isa = knobs.max_isa;
+  r.threads = std::max(1, knobs.threads);
+  r.layers_dropped = knobs.layer_drop;
+  r.kv_type = knobs.kv_type;
+  int32_t n = 0;
+  if (s.prompt_left > 0) {
+    n = std::min(s.prompt_left, std::max(1, knobs.prefill_tokens));
+    s.prompt_left -= n;
+    r.phase = runtime::ChunkPhase::kPrefill;
+    r.prompt_tokens = n;
+    r.prompt_remaining = s.prompt_left;
+  } else {
+    int32_t limit = s.max_tokens;
+    if (knobs.output_cap > 0) limit = std::min(limit, knobs.output_cap);
+    n = std::clamp(std::min(std::max(1, knobs.decode_tokens), limit - s.generated), 0,
+                   static_cast<int32_t>(tokens_.size()));
+    r.phase = runtime::ChunkPhase::kDecode;
+    s.generated += n;
+    r.tokens = std::span<const runtime::TokenId>(tokens_.data(), static_cast<size_t>(n));
+    r.finished = s.generated >= limit;
+    r.stop_reason = runtime::StopReason::kMaxTokens;
+    if (r.finished) s.active = false;
+  }
+  s.position += n;
+  const bool eff = knobs.cpu_mask != 0 && (knobs.cpu_mask & ~efficiency_mask_) == 0;
+  const double sec = cost_.ChunkSeconds(knobs, r.phase, n, eff);
+  const int64_t ns = std::max<int64_t>(1, thermal::SecondsToNs(sec));
+  const int64_t end = clock_.NowNs() + ns;
+  if (observer_) observer_->OnChunkBegin(knobs, r.phase, n, sec);
+  while (clock_.NowNs() < end) {
+    int64_t until = observer_ ? std::min(end, observer_->NextTickNs()) : end;
+    if (until <= clock_.NowNs()) until = end;
+    clock_.SetNs(until);
+    if (observer_) observer_->OnTick();
+  }
+  if (observer_) observer_->OnChunkEnd();
+  r.compute_ns = ns;
+  busy_s_ += static_cast<double>(ns) * 1e-9;
+  ++chunks_;
+  return r;
+}
+
+}  // namespace ari::sim

@@ -1,0 +1,68 @@
+// A simulated engine for model-mode replay: implements runtime::ChunkRunner with the
+// cost model, in virtual time. RunChunk advances the ManualClock by the modeled chunk
+// duration (so the scheduler sees the chunk take that long) and tells an observer when
+// the chunk starts and ends (the replay drives the RC thermal model with it).
+//
+// Tokens: prefill consumes the turn's prompt in chunks of at most knobs.prefill_tokens;
+// decode emits knobs.decode_tokens per chunk (token id 1, no text) until the turn's
+// max_tokens (no end-of-generation token in model mode: answers run to max_tokens, or to
+// output_cap). Buffers are allocated once; RunChunk does not allocate.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "sim/cost_model.h"
+#include "thermal/clock.h"
+
+namespace ari::sim {
+
+class ChunkObserver {
+ public:
+  virtual ~ChunkObserver() = default;
+  // Before the clock advances by `seconds` for this chunk / after it did.
+  virtual void OnChunkBegin(const runtime::ChunkKnobs& knobs, runtime::ChunkPhase phase,
+                            int tokens, double seconds) = 0;
+  virtual void OnChunkEnd() = 0;
+  // The clock advances through a chunk in pieces ending at most at NextTickNs(); OnTick()
+  // is called after each piece (the replay samples the temperature there).
+  virtual int64_t NextTickNs() const { return INT64_MAX; }
+  virtual void OnTick() {}
+};
+
+class SimEngine final : public runtime::ChunkRunner {
+ public:
+  // `efficiency_mask`: CPUs of the efficiency class (bit i = CPU i); a chunk whose
+  // cpu_mask lies within it runs at the cost model's efficiency speed.
+  SimEngine(const CostModel& cost, thermal::ManualClock& clock, int32_t slots,
+            uint64_t efficiency_mask, ChunkObserver* observer, int32_t max_output = 4096);
+
+  int32_t num_slots() const override { return static_cast<int32_t>(slots_.size()); }
+  runtime::Result<void> StartTurn(int32_t slot, const runtime::TurnSpec& turn) override;
+  runtime::Result<runtime::ChunkResult> RunChunk(int32_t slot,
+                                                 const runtime::ChunkKnobs& knobs) override;
+
+  double busy_seconds() const { return busy_s_; }
+  int64_t chunks() const { return chunks_; }
+
+ private:
+  struct Slot {
+    int32_t prompt_left = 0;
+    int32_t max_tokens = 0;
+    int32_t generated = 0;
+    int32_t position = 0;
+    bool active = false;
+  };
+
+  const CostModel& cost_;
+  thermal::ManualClock& clock_;
+  std::vector<Slot> slots_;
+  uint64_t efficiency_mask_;
+  ChunkObserver* observer_;
+  std::vector<runtime::TokenId> tokens_;  // max_output ids, all 1
+  double busy_s_ = 0;
+  int64_t chunks_ = 0;
+};
+
+}  // namespace ari::sim

@@ -1,0 +1,142 @@
+// ari-tune: searches QoS policy parameters with model-mode replays of drive logs
+// (sim/tune.h has the objective and the search; docs/tuning.md a walk-through).
+//
+//   ari-tune --logs a.pb [b.pb ...] --space space.textproto [--budget N] [--seed S]
+//            [--policy START.textproto] [--cost COST.json] [--threads 2] [-o OUT.textproto]
+//
+// Prints the start and best scores, a Pareto table and the diff of the best policy
+// against the start; writes the best policy (valid policy text) to OUT and the diff to
+// OUT.diff. Exit codes: 0 ok, 1 error, 2 usage.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "qos/policy.h"
+#include "sim/cost_model.h"
+#include "sim/drive_log.h"
+#include "sim/tune.h"
+
+namespace {
+
+constexpr int kOk = 0, kError = 1, kUsage = 2;
+
+void Usage() {
+  std::fputs(
+      "usage: ari-tune --logs A.pb [B.pb ...] --space SPACE.textproto [--budget N] [--seed S]\n"
+      "                [--policy START.textproto] [--cost COST.json] [--threads 2]\n"
+      "                [-o OUT.textproto]\n"
+      "defaults: budget 40, seed 1, policy config/policy_default.textproto, the built-in cost\n"
+      "model, 2 threads, OUT tuned_policy.textproto\n",
+      stderr);
+}
+
+int Fail(const std::string& m) {
+  std::fprintf(stderr, "ari-tune: %s\n", m.c_str());
+  return kError;
+}
+
+std::string Score(const ari::sim::TuneScore& s) {
+  char b[200];
+  std::snprintf(b, sizeof(b), "CRITICAL misses %d, NORMAL p95 %.2f s, quality loss %.3f, peak %.2f C, energy %.0f J",
+                s.critical_misses, s.normal_p95_s, s.quality_loss, s.peak_c, s.energy_j);
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> logs;
+  std::string space_path, policy_path = "config/policy_default.textproto", cost_path,
+                          out = "tuned_policy.textproto";
+  int budget = 40, threads = 2;
+  uint64_t seed = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "-h" || a == "--help") return Usage(), kOk;
+    if (a == "--logs") {
+      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0 && std::string(argv[i + 1]) != "-o") {
+        logs.emplace_back(argv[++i]);
+      }
+      continue;
+    }
+    const char* v = value();
+    if (!v) return Usage(), Fail(a + " needs a value"), kUsage;
+    if (a == "--space") space_path = v;
+    else if (a == "--budget") budget = std::atoi(v);
+    else if (a == "--seed") seed = std::strtoull(v, nullptr, 0);
+    else if (a == "--policy") policy_path = v;
+    else if (a == "--cost") cost_path = v;
+    else if (a == "--threads") threads = std::atoi(v);
+    else if (a == "-o" || a == "--output") out = v;
+    else return Usage(), Fail("unknown option " + a), kUsage;
+  }
+  if (logs.empty() || space_path.empty()) return Usage(), kUsage;
+  if (budget < 1) return Fail("--budget must be >= 1"), kUsage;
+
+  auto start = ari::qos::LoadPolicyFile(policy_path);
+  if (!start) return Fail("policy: " + start.error().ToString());
+  auto cost = cost_path.empty() ? ari::sim::BuiltinCostModel() : ari::sim::LoadCostModel(cost_path);
+  if (!cost) return Fail(cost.error().message);
+  auto space = ari::sim::LoadTuneSpace(space_path);
+  if (!space) return Fail(space.error().message);
+  std::vector<ari::drivelog::DriveLog> loaded;
+  for (const auto& l : logs) {
+    auto log = ari::sim::LoadDriveLog(l);
+    if (!log) return Fail(log.error().message);
+    loaded.push_back(std::move(*log));
+  }
+  ari::sim::TuneOptions o;
+  for (const auto& l : loaded) o.logs.push_back(&l);
+  o.start = &*start;
+  o.cost = &*cost;
+  o.space = *space;
+  o.budget = budget;
+  o.seed = seed;
+  o.threads = threads;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = ari::sim::Tune(o);
+  if (!res) return Fail(res.error().message);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::printf("ari-tune: %zu candidates (%d invalid) on %zu log(s), seed %llu, %.1f s\n",
+              res->candidates.size(), res->invalid, logs.size(),
+              static_cast<unsigned long long>(seed), secs);
+  if (space->peak_celsius_limit > 0) std::printf("peak temperature limit: %.1f C\n", space->peak_celsius_limit);
+  std::printf("start: %s\n", Score(res->candidates[0].score).c_str());
+  std::printf("best:  %s (candidate %zu)\n\n", Score(res->candidates[res->best].score).c_str(), res->best);
+  std::printf("Pareto table (feasible, non-dominated; * = best by the objective):\n%s\n",
+              ari::sim::ParetoTable(*res, *space).c_str());
+
+  std::printf("changed parameters:\n");
+  bool any = false;
+  for (const auto& p : space->params) {
+    auto a = ari::sim::TuneParamValue(*start, p.name), b = ari::sim::TuneParamValue(res->best_policy, p.name);
+    if (a && b && *a != *b) {
+      std::printf("  %-44s %s -> %s\n", p.name.c_str(), a->c_str(), b->c_str());
+      any = true;
+    }
+  }
+  if (!any) std::printf("  (none)\n");
+  std::printf("\n");
+  const std::string before = ari::qos::PolicyToText(*start);
+  ari::qos::Policy best = res->best_policy;
+  if (res->best != 0) best.name += "-tuned";
+  std::string after = ari::qos::PolicyToText(best);
+  const std::string diff = ari::sim::DiffLines(before, after);
+  std::string header = "# Tuned by ari-tune (seed " + std::to_string(seed) + ", budget " +
+                       std::to_string(budget) + ") from " + policy_path + "\n# best: " +
+                       Score(res->candidates[res->best].score) + "\n";
+  if (auto check = ari::qos::ParsePolicyText(header + after, out); !check) {
+    return Fail("internal: the best policy does not validate: " + check.error().ToString());
+  }
+  std::ofstream(out) << header << after;
+  std::ofstream(out + ".diff") << diff;
+  std::printf("diff against %s:\n%s\nwrote %s and %s.diff\n", policy_path.c_str(),
+              diff.empty() ? "(no change: the start is the best found)\n" : diff.c_str(), out.c_str(),
+              out.c_str());
+  return kOk;
+}

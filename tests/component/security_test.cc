@@ -1,0 +1,245 @@
+// DDS Security end to end (Cyclone's auth, access-control and crypto plugins from
+// Debian's libddsc0debian): scripts/security/gen.sh makes a CA, identities and signed
+// governance/permissions in a temp dir; ari-node runs with the secure config and
+// security.critical_identity_certs. Every app runs as its own ari-cli process (one DDS
+// domain per process and config), so this test process never initialises DDS itself
+// except in forked children.
+//   - an authorized client is served (CRITICAL too, when its identity may);
+//   - a client without CRITICAL rights gets FORBIDDEN for CRITICAL, is served otherwise;
+//   - an unauthenticated participant (plain loopback config) never discovers the node;
+//   - an authenticated app without publish rights cannot even create the request topic.
+// Plus the identity mapping itself: SHA-256 vectors, DER walking on bad input, and the
+// GUID prefix computed from a certificate equals the GUID Cyclone gives a participant
+// authenticated with it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "component/identity.h"
+#include "tests/component/node_test_util.h"
+
+namespace ari::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string Hex(std::span<const uint8_t> b) {
+  std::string s;
+  char buf[3];
+  for (uint8_t x : b) {
+    std::snprintf(buf, sizeof buf, "%02x", x);
+    s += buf;
+  }
+  return s;
+}
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs argv with stdout+stderr to `log`; the exit code (128+signal, -1 on exec failure).
+int RunProcess(const std::vector<std::string>& argv, const std::filesystem::path& log) {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::filesystem::path CliBinary() {
+  return NodeBinary().parent_path() / "ari-cli";
+}
+
+bool SecurityAvailable(std::string* why) {
+  if (RunProcess({"/bin/sh", "-c", "command -v openssl"}, "/dev/null") != 0) {
+    *why = "openssl not installed";
+    return false;
+  }
+  return true;
+}
+
+// gen.sh into dir; false (with the log in *why) when it fails (e.g. no plugins).
+bool Generate(const std::filesystem::path& dir, std::string* why) {
+  const auto log = dir / "gen.log";
+  const int rc = RunProcess({(SourceDir() / "scripts" / "security" / "gen.sh").string(), dir.string(),
+                      "--client", "app-crit", "--client", "app-plain", "--reader", "app-reader"},
+                     log);
+  if (rc != 0) *why = "gen.sh exit " + std::to_string(rc) + ": " + ReadFile(log);
+  return rc == 0;
+}
+
+TEST(Identity, Sha256KnownAnswers) {
+  auto h = [](std::string_view s) {
+    return Hex(component::Sha256({reinterpret_cast<const uint8_t*>(s.data()), s.size()}));
+  };
+  EXPECT_EQ(h(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(h("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(h("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(h(std::string(1000, 'a')),
+            "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+}
+
+TEST(Identity, MalformedCertificatesAreErrorsNotCrashes) {
+  EXPECT_FALSE(component::GuidPrefixForCertificate("").has_value());
+  EXPECT_FALSE(component::GuidPrefixForCertificate("-----BEGIN CERTIFICATE-----\n!!\n"
+                                                   "-----END CERTIFICATE-----\n").has_value());
+  const uint8_t kShort[] = {0x30, 0x82, 0xff, 0xff, 0x30};
+  EXPECT_FALSE(component::CertificateSubjectDer(kShort).has_value());
+  const uint8_t kNested[] = {0x30, 0x06, 0x30, 0x04, 0x02, 0x01, 0x01, 0x05};
+  EXPECT_FALSE(component::CertificateSubjectDer(kNested).has_value());
+  // Every truncation of a real certificate fails cleanly.
+  const auto dir = TempDir("identity_trunc");
+  std::string why;
+  if (!SecurityAvailable(&why) || !Generate(dir, &why)) GTEST_SKIP() << why;
+  auto der = component::PemCertificateToDer(ReadFile(dir / "app-crit.pem"));
+  ASSERT_TRUE(der.has_value());
+  ASSERT_TRUE(component::CertificateSubjectDer(*der).has_value());
+  for (size_t n = 0; n + 1 < der->size(); n += 7) {
+    auto sub = component::CertificateSubjectDer(std::span<const uint8_t>(der->data(), n));
+    if (sub) {
+      EXPECT_LE(sub->size(), n);  // a prefix may still hold the whole subject
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Identity, GuidPrefixEqualsTheGuidCycloneGivesTheAuthenticatedParticipant) {
+  const auto dir = TempDir("identity_guid");
+  std::string why;
+  if (!SecurityAvailable(&why) || !Generate(dir, &why)) GTEST_SKIP() << why;
+  auto prefix = component::GuidPrefixForCertificateFile(dir / "app-crit.pem");
+  ASSERT_TRUE(prefix.has_value()) << prefix.error().ToString();
+  auto other = component::GuidPrefixForCertificateFile(dir / "app-plain.pem");
+  ASSERT_TRUE(other.has_value());
+  EXPECT_NE(*prefix, *other);
+  // A forked child (DDS is never initialised in this process) creates a participant with
+  // app-crit's secure config and reports its GUID.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    const std::string uri = "file://" + (dir / "cyclonedds-app-crit.xml").string();
+    const dds_entity_t d = dds_create_domain(static_cast<dds_domainid_t>(TestDomainId()),
+                                             uri.c_str());
+    const dds_entity_t pp = d > 0 ? dds_create_participant(static_cast<dds_domainid_t>(
+                                        TestDomainId()), nullptr, nullptr) : -1;
+    dds_guid_t guid{};
+    if (pp < 0 || dds_get_guid(pp, &guid) != DDS_RETCODE_OK) _exit(1);
+    if (write(fds[1], guid.v, sizeof guid.v) != static_cast<ssize_t>(sizeof guid.v)) _exit(2);
+    dds_delete(d);
+    _exit(0);
+  }
+  close(fds[1]);
+  uint8_t guid[16] = {};
+  const ssize_t n = read(fds[0], guid, sizeof guid);
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "secure participant failed";
+  ASSERT_EQ(n, 16);
+  EXPECT_TRUE(component::GuidHasPrefix(guid, *prefix))
+      << "guid " << Hex(guid) << " prefix " << Hex(*prefix);
+  EXPECT_FALSE(component::GuidHasPrefix(guid, *other));
+  std::filesystem::remove_all(dir);
+}
+
+class Secure : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir("security");
+    model_ = Stories260K(dir_);
+    if (model_.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
+    std::string why;
+    if (!SecurityAvailable(&why) || !Generate(dir_, &why)) GTEST_SKIP() << why;
+    std::ofstream(dir_ / "policy.textproto") << DefaultPolicyWith();
+    std::ofstream cfg(dir_ / "node.textproto");
+    cfg << "model_path: \"" << model_.string() << "\"\n"
+        << "policy_path: \"policy.textproto\"\n"
+        << "dds { domain_id: " << TestDomainId()
+        << " cyclone_config: \"cyclonedds-ari-node.xml\" liveliness_lease_ms: 1000 }\n"
+        << "session_slots: 2\nmax_context: 256\n"
+        << "limits { max_max_tokens: 16 client_rate_per_s: 0 }\n"
+        << "sensor { kind: SENSOR_NONE }\nstatus_period_ms: 200\nthreads: 1\n"
+        << "security { critical_identity_certs: \"app-crit.pem\" }\n";
+    cfg.close();
+    ASSERT_TRUE(node_.Start(dir_ / "node.textproto", dir_ / "node.log"));
+    // The authorized client sees the node (authentication + discovery done).
+    ASSERT_EQ(Cli("app-crit", {"status", "--timeout-ms", "30000"}), 0) << out_ << node_.Log();
+  }
+  void TearDown() override {
+    if (node_.pid() > 0) {
+      EXPECT_EQ(node_.Stop(SIGTERM), 0) << node_.Log();
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  // ari-cli as identity `who` ("" = no security: plain loopback config).
+  int Cli(const std::string& who, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {CliBinary().string(), "--domain",
+                                     std::to_string(TestDomainId()), "--config"};
+    argv.push_back(who.empty() ? (SourceDir() / "config" / "cyclonedds-lo.xml").string()
+                               : (dir_ / ("cyclonedds-" + who + ".xml")).string());
+    argv.insert(argv.end(), {"--client", who.empty() ? "anonymous" : who});
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto log = dir_ / "cli.log";
+    const int rc = RunProcess(argv, log);
+    out_ = ReadFile(log);
+    return rc;
+  }
+  int Ask(const std::string& who, const std::string& urgency) {
+    int rc = 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {  // 3 = node not (yet) discovered
+      rc = Cli(who, {"ask", "--urgency", urgency, "--max-tokens", "4", "Once upon a time"});
+      if (rc != 3 || who.empty()) break;
+    }
+    return rc;
+  }
+
+  std::filesystem::path dir_, model_;
+  NodeProcess node_;
+  std::string out_;
+};
+
+TEST_F(Secure, AuthorizedClientsAreServedAndCriticalNeedsTheRight) {
+  EXPECT_EQ(Ask("app-crit", "critical"), 0) << out_ << node_.Log();
+  EXPECT_EQ(Ask("app-crit", "normal"), 0) << out_;
+  EXPECT_EQ(Ask("app-plain", "normal"), 0) << out_ << node_.Log();
+  EXPECT_EQ(Ask("app-plain", "critical"), 5) << out_ << node_.Log();
+  EXPECT_NE(out_.find("FORBIDDEN"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("CRITICAL not allowed"), std::string::npos) << out_;
+}
+
+TEST_F(Secure, UnauthenticatedParticipantNeverDiscoversTheNode) {
+  EXPECT_EQ(Ask("", "normal"), 3) << out_;  // no node within ari-cli's 5 s
+  EXPECT_EQ(node_.Log().find("anonymous"), std::string::npos) << node_.Log();
+  // The node is still there for authenticated clients.
+  EXPECT_EQ(Ask("app-plain", "normal"), 0) << out_;
+}
+
+TEST_F(Secure, AuthenticatedAppWithoutPublishRightsCannotCreateTheRequestTopic) {
+  EXPECT_EQ(Cli("app-reader", {"status", "--timeout-ms", "3000"}), 9) << out_;
+  EXPECT_NE(out_.find("Not Allowed By Security"), std::string::npos) << out_;
+}
+
+}  // namespace
+}  // namespace ari::testing

@@ -1,0 +1,62 @@
+// RunModelBench (what ari-bench / ari-perf print): structure of the result, not speed (no
+// timing assertions: the machine is shared).
+#include "runtime/perf_bench.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/runtime/engine_fixture.h"
+
+namespace ari::runtime {
+namespace {
+
+TEST(PerfBench, ReportsEveryFigureOnStories260KPack) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  for (Precision p : {Precision::kW4A8, Precision::kW8A16}) {
+    BenchOptions o;
+    o.model = mp.pack;
+    o.precision = p;
+    o.threads = 2;
+    o.prompt_sizes = {8, 16};
+    o.n_gen = 4;
+    o.reps = 2;
+    o.measure_bandwidth = false;
+    auto r = RunModelBench(o);
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    EXPECT_EQ(r->precision, std::string(PrecisionName(p)));
+    ASSERT_EQ(r->prompt_tps.size(), 2u);
+    ASSERT_EQ(r->ttft_ms.size(), 2u);
+    for (const Stat& s : r->prompt_tps) {
+      ASSERT_EQ(s.values.size(), 2u);
+      EXPECT_GT(s.median, 0.0);
+      EXPECT_LE(s.min, s.median);
+      EXPECT_LE(s.median, s.max);
+    }
+    EXPECT_EQ(r->decode_tps.values.size(), 2u);
+    EXPECT_GT(r->decode_tps.median, 0.0);
+    // 5 layers x (QKV, attention, O, gate/up+SwiGLU, down) + classifier per decoded token.
+    EXPECT_DOUBLE_EQ(r->dispatches_per_decode_token, 5.0 * 5 + 1);
+    EXPECT_GT(r->dispatches_per_prefill_token, 0.0);
+    EXPECT_LT(r->dispatches_per_prefill_token, 26.0);  // a chunk shares its dispatches
+    EXPECT_GT(r->peak_rss_bytes, 0u);
+    EXPECT_GT(r->embd_table_bytes, 0u);
+    EXPECT_GT(r->weight_bytes_per_token, 0u);
+    EXPECT_GT(r->time_to_ready_ms, 0.0);
+    // Page granular: at most the page cover of the table is resident.
+    EXPECT_LE(r->embd_resident_bytes, r->embd_table_bytes + 2 * 65536);
+    EXPECT_EQ(r->bandwidth_gbs, 0.0);  // probe off
+    const std::string json = r->ToJson();
+    for (const char* key : {"\"decode_tps\"", "\"time_to_ready_ms\"", "\"peak_rss_bytes\"",
+                            "\"roofline_fraction\"", "\"embd_resident_bytes\"",
+                            "\"dispatches_per_decode_token\"", "\"ttft_ms\""}) {
+      EXPECT_NE(json.find(key), std::string::npos) << key;
+    }
+    EXPECT_NE(r->ToTable().find("decode t/s"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ari::runtime

@@ -1,0 +1,107 @@
+// Cost model: fit from benchmark JSON, file round trip, scaling rules, errors.
+#include "sim/cost_model.h"
+
+#include <gtest/gtest.h>
+
+namespace ari::sim {
+namespace {
+
+constexpr double kTol = 1e-9;
+
+// A benchmark object as runtime::BenchResult::ToJson writes it. The prompt points lie
+// on t_ms = 10 + 2 * n (overhead 10 ms, 500 tok/s).
+std::string BenchJson(const char* precision, int threads, double decode_tps) {
+  auto tps = [](double n) { return n / ((10 + 2 * n) / 1000.0); };
+  char b[600];
+  std::snprintf(b, sizeof(b),
+                "{\"model\":\"m.gguf\",\"precision\":\"%s\",\"threads\":%d,\"time_to_ready_ms\":1,"
+                "\"prompt\":[{\"tokens\":64,\"tps\":{\"median\":%.9f,\"min\":0,\"max\":0,\"values\":[]},"
+                "\"ttft_ms\":{\"median\":1}},{\"tokens\":128,\"tps\":{\"median\":%.9f}}],"
+                "\"decode_tps\":{\"median\":%g,\"min\":1,\"max\":1,\"values\":[1]},\"peak_rss_bytes\":1}",
+                precision, threads, tps(64), tps(128), decode_tps);
+  return b;
+}
+
+TEST(CostModel, FitsPrefillLineFromBench) {
+  BenchCalibration cal;
+  cal.layers = 20;
+  auto m = BuildCostModelFromBench({BenchJson("w8a16", 1, 9) + "\n" + BenchJson("w4a8", 1, 18)}, cal);
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  ASSERT_EQ(m->entries.size(), 2u);
+  const CostEntry& e = m->entries[0];
+  EXPECT_EQ(e.precision, runtime::Precision::kW8A16);
+  EXPECT_NEAR(e.prefill_tps, 500.0, 1e-6);
+  EXPECT_NEAR(e.chunk_overhead_ms, 10.0, 1e-6);
+  EXPECT_NEAR(e.decode_tps, 9.0, kTol);
+  EXPECT_EQ(m->layers, 20);
+  // Round trip through the file format.
+  auto again = ParseCostModelJson(CostModelToJson(*m));
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->entries.size(), 2u);
+  EXPECT_NEAR(again->entries[1].decode_tps, 18.0, 1e-4);
+  EXPECT_EQ(again->layers, 20);
+}
+
+TEST(CostModel, ScalingRules) {
+  CostModel m;
+  m.layers = 10;
+  m.best_isa = "avx2";
+  m.isa_speed = DefaultIsaSpeed();
+  m.thread_scaling = 1.0;
+  m.efficiency_core_speed = 0.5;
+  CostEntry e;
+  e.threads = 1;
+  e.precision = runtime::Precision::kW8A16;
+  e.prefill_tps = 100;
+  e.chunk_overhead_ms = 10;
+  e.decode_tps = 10;
+  m.entries = {e};
+  runtime::ChunkKnobs k;
+  k.precision = runtime::Precision::kW8A16;
+  k.threads = 1;
+  k.max_isa = runtime::kernels::IsaTier::kAvx2;
+  using runtime::ChunkPhase;
+  EXPECT_NEAR(m.ChunkSeconds(k, ChunkPhase::kPrefill, 50, false), 0.01 + 0.5, kTol);
+  EXPECT_NEAR(m.ChunkSeconds(k, ChunkPhase::kDecode, 4, false), 0.4, kTol);
+  k.threads = 2;  // thread_scaling 1: twice as fast
+  EXPECT_NEAR(m.ChunkSeconds(k, ChunkPhase::kDecode, 4, false), 0.2, kTol);
+  EXPECT_NEAR(m.ChunkSeconds(k, ChunkPhase::kDecode, 4, true), 0.4, kTol);  // efficiency x0.5
+  k.threads = 1;
+  k.layer_drop = 2;  // 8 of 10 layers
+  EXPECT_NEAR(m.ChunkSeconds(k, ChunkPhase::kDecode, 4, false), 0.32, kTol);
+  k.layer_drop = 0;
+  k.max_isa = runtime::kernels::IsaTier::kScalar;
+  EXPECT_NEAR(m.ChunkSeconds(k, ChunkPhase::kDecode, 4, false), 0.4 / 0.15, 1e-9);
+  // A faster tier than the machine has runs at the machine's best.
+  k.max_isa = runtime::kernels::IsaTier::kAvx512Vnni;
+  EXPECT_NEAR(m.ChunkSeconds(k, ChunkPhase::kDecode, 4, false), 0.4, kTol);
+}
+
+TEST(CostModel, BuiltinParses) {
+  auto m = BuiltinCostModel();
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  EXPECT_FALSE(m->entries.empty());
+  EXPECT_FALSE(m->source.empty());
+}
+
+TEST(CostModel, ClearErrors) {
+  auto e1 = ParseCostModelJson("{not json", "c.json");
+  ASSERT_FALSE(e1.has_value());
+  EXPECT_NE(e1.error().message.find("c.json"), std::string::npos);
+  auto e2 = ParseCostModelJson(R"({"entries": []})", "c.json");
+  ASSERT_FALSE(e2.has_value());
+  EXPECT_NE(e2.error().message.find("format"), std::string::npos);
+  auto e3 = ParseCostModelJson(
+      R"({"format":"ari-sim-cost-1","entries":[{"precision":"fp64","threads":1,"prefill_tps":1,"decode_tps":1}]})");
+  ASSERT_FALSE(e3.has_value());
+  EXPECT_NE(e3.error().message.find("fp64"), std::string::npos);
+  auto e4 = ParseCostModelJson(
+      R"({"format":"ari-sim-cost-1","entries":[{"precision":"w8a16","threads":1,"prefill_tps":0,"decode_tps":1}]})");
+  ASSERT_FALSE(e4.has_value());
+  EXPECT_NE(e4.error().message.find("prefill_tps"), std::string::npos);
+  EXPECT_FALSE(BuildCostModelFromBench({"{\"precision\":\"w8a16\",\"threads\":1}"}, {}).has_value());
+  EXPECT_FALSE(BuildCostModelFromBench({"no json here"}, {}).has_value());
+}
+
+}  // namespace
+}  // namespace ari::sim

@@ -1,0 +1,117 @@
+// ari-sim replay / cost and ari-tune end to end.
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "qos/policy.h"
+#include "sim/cost_model.h"
+#include "tests/common/test_util.h"
+
+namespace ari::sim {
+namespace {
+
+std::filesystem::path Bin(const char* name) {
+  const char* bin = std::getenv("ARI_BINARY_DIR");
+  return std::filesystem::path(bin ? bin : ".") / "sim" / name;
+}
+
+std::filesystem::path Tmp() {
+  static const auto dir = ari::testing::TempDir("sim_replay_cli");
+  return dir;
+}
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+CliRun Exec(const std::filesystem::path& tool, const std::string& args) {
+  const auto out = Tmp() / "stdout.txt", err = Tmp() / "stderr.txt";
+  const std::string cmd = "cd " + ari::testing::SourceDir().string() + " && " + tool.string() + " " +
+                          args + " >" + out.string() + " 2>" + err.string();
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
+}
+
+class ReplayCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(Bin("ari-sim")) || !std::filesystem::exists(Bin("ari-tune"))) {
+      GTEST_SKIP() << "ari-sim / ari-tune not built in " << Bin("");
+    }
+  }
+};
+
+TEST_F(ReplayCli, ReplayWritesReports) {
+  const auto log = Tmp() / "burst.pb";
+  ASSERT_EQ(Exec(Bin("ari-sim"), "gen --scenario nav-burst-during-chat --duration 4m --seed 3 -o " +
+                                      log.string()).code, 0);
+  const auto json = Tmp() / "r.json", html = Tmp() / "r.html";
+  CliRun r = Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode model --json " +
+                                      json.string() + " --html " + html.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("CRITICAL"), std::string::npos);
+  EXPECT_NE(r.out.find("peak die"), std::string::npos);
+  EXPECT_NE(Slurp(json).find("\"format\":\"ari-sim-report-1\""), std::string::npos);
+  EXPECT_NE(Slurp(html).find("<canvas"), std::string::npos);
+  // Same log, same report bytes.
+  const auto json2 = Tmp() / "r2.json";
+  ASSERT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --json " + json2.string()).code, 0);
+  EXPECT_EQ(Slurp(json), Slurp(json2));
+  // Errors: live mode not in this build, missing log.
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode live").code, 2);
+  CliRun missing = Exec(Bin("ari-sim"), "replay --log /nonexistent.pb");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("nonexistent"), std::string::npos);
+}
+
+TEST_F(ReplayCli, CostFromBenchJson) {
+  const auto bench = Tmp() / "bench.json", cost = Tmp() / "cost.json";
+  std::ofstream(bench)
+      << "{\"model\":\"m\",\"precision\":\"w8a16\",\"threads\":1,\"prompt\":[{\"tokens\":64,"
+         "\"tps\":{\"median\":40}},{\"tokens\":128,\"tps\":{\"median\":50}}],\"decode_tps\":{\"median\":9}}\n"
+         "{\"model\":\"m\",\"precision\":\"w4a8\",\"threads\":1,\"prompt\":[{\"tokens\":64,"
+         "\"tps\":{\"median\":80}}],\"decode_tps\":{\"median\":18}}\n";
+  CliRun r = Exec(Bin("ari-sim"), "cost " + bench.string() + " --layers 12 -o " + cost.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto m = LoadCostModel(cost);
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  EXPECT_EQ(m->entries.size(), 2u);
+  EXPECT_EQ(m->layers, 12);
+  // The file drives a replay.
+  const auto log = Tmp() / "city.pb";
+  ASSERT_EQ(Exec(Bin("ari-sim"), "gen --scenario city-commute --duration 2m -o " + log.string()).code, 0);
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --cost " + cost.string()).code, 0);
+}
+
+TEST_F(ReplayCli, TuneWritesValidPolicyAndDiff) {
+  const auto log = Tmp() / "heat.pb", out = Tmp() / "tuned.textproto";
+  ASSERT_EQ(Exec(Bin("ari-sim"), "gen --scenario summer-heat-soak --duration 3m --seed 2 -o " +
+                                      log.string()).code, 0);
+  CliRun r = Exec(Bin("ari-tune"), "--logs " + log.string() + " --space config/tune_space.textproto "
+                                   "--budget 6 --seed 3 -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Pareto table"), std::string::npos) << r.out;
+  auto p = qos::LoadPolicyFile(out);
+  ASSERT_TRUE(p.has_value()) << p.error().ToString();
+  EXPECT_TRUE(std::filesystem::exists(out.string() + ".diff"));
+  // Deterministic for a seed.
+  const std::string first = Slurp(out);
+  ASSERT_EQ(Exec(Bin("ari-tune"), "--logs " + log.string() + " --space config/tune_space.textproto "
+                                  "--budget 6 --seed 3 -o " + out.string()).code, 0);
+  EXPECT_EQ(Slurp(out), first);
+  EXPECT_EQ(Exec(Bin("ari-tune"), "--logs " + log.string()).code, 2);  // no --space
+}
+
+}  // namespace
+}  // namespace ari::sim
