@@ -338,7 +338,20 @@ TEST_F(NodeFaults, SigtermDuringPrefillEndsEveryRequestOnce) {
     ASSERT_TRUE(s.has_value());
     streams.push_back(std::move(*s));
   }
-  std::this_thread::sleep_for(150ms);
+  // SIGTERM once the node is prefilling (its first non-idle decision is logged): a fixed
+  // sleep raced the requests' arrival on a loaded machine, and a request the node never
+  // received has no terminal chunk to give (the client sees the node's liveliness end).
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  auto running = [&] {
+    const std::string log = node.Log();
+    for (size_t p = log.find("decision "); p != std::string::npos; p = log.find("decision ", p + 1)) {
+      if (log.compare(p, 14, "decision idle ") != 0) return true;
+    }
+    return false;
+  };
+  while (!running() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(running()) << node.Log();
+  std::this_thread::sleep_for(50ms);  // the other five follow the first on the same writer
   kill(node.pid(), SIGTERM);
   int shutdown_before_tokens = 0;
   for (auto& s : streams) {
