@@ -159,6 +159,19 @@ int Preempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
                              [&](const qos::StepInfo& x) { return x.id == nid; }) >= 2;
       });
     }
+    // Arrival phase: rep r submits at (r + 0.5) / reps of the NORMAL request's chunk period
+    // (compute + pacing pause, from its first two steps) after its second step, so the
+    // repetitions sample arrivals across the whole cycle, not only at chunk boundaries.
+    int64_t period_ns = 0;
+    {
+      std::lock_guard lk(sink.mu);
+      std::vector<int64_t> starts;
+      for (const auto& x : sink.steps) if (x.id == nid) starts.push_back(x.start_ns);
+      if (starts.size() >= 2) period_ns = starts[1] - starts[0];
+    }
+    const int64_t offset_ns = static_cast<int64_t>(static_cast<double>(period_ns) * (rep + 0.5) /
+                                                   std::max(a.reps, 1));
+    std::this_thread::sleep_for(std::chrono::nanoseconds(offset_ns));
     (*s)->Submit(Req(cid, qos::Urgency::kCritical, critical_len, vocab, 4));
     const double loaded = static_cast<double>(wait_term(cid).first_token_ns) / 1e6;
     wait_term(nid);
@@ -167,21 +180,25 @@ int Preempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
     idle_ms.push_back(idle);
     loaded_ms.push_back(loaded);
     ratios.push_back(loaded / idle);
-    if (!a.json) std::printf("rep %d: idle TTFT %.3f ms, during %d-token NORMAL prefill %.3f ms, ratio %.3f\n",
-                             rep, idle, normal_len, loaded, loaded / idle);
+    if (!a.json) std::printf("rep %d: idle TTFT %.3f ms, during %d-token NORMAL prefill (arrival "
+                             "%.1f ms into a %.1f ms chunk period) %.3f ms, ratio %.3f\n",
+                             rep, idle, normal_len, offset_ns / 1e6, period_ns / 1e6, loaded,
+                             loaded / idle);
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
   };
   const double m = median(ratios);
+  const double worst = ratios.empty() ? 0.0 : *std::max_element(ratios.begin(), ratios.end());
   if (a.json) {
     std::printf("{\"scenario\":\"preempt\",\"normal_prompt\":%d,\"reps\":%d,\"idle_ttft_ms\":%.4f,"
-                "\"loaded_ttft_ms\":%.4f,\"ratio_median\":%.4f,\"goal\":1.25}\n",
-                normal_len, a.reps, median(idle_ms), median(loaded_ms), m);
+                "\"loaded_ttft_ms\":%.4f,\"ratio_median\":%.4f,\"ratio_max\":%.4f,\"goal\":1.25}\n",
+                normal_len, a.reps, median(idle_ms), median(loaded_ms), m, worst);
   } else {
-    std::printf("preempt: median idle TTFT %.3f ms, loaded %.3f ms, ratio %.3f (goal <= 1.25) %s\n",
-                median(idle_ms), median(loaded_ms), m, m <= 1.25 ? "OK" : "ABOVE GOAL");
+    std::printf("preempt: median idle TTFT %.3f ms, loaded %.3f ms, ratio %.3f (worst arrival "
+                "phase %.3f; goal <= 1.25) %s\n",
+                median(idle_ms), median(loaded_ms), m, worst, m <= 1.25 ? "OK" : "ABOVE GOAL");
   }
   return 0;
 }
