@@ -107,36 +107,10 @@ int RunClientChild() {
 const int kClientChildHook = RunClientChild();
 
 bool RunClient(const std::string& config, ClientReport* out) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  env.push_back("ARI_NODE_SHM_CHILD=1");
-  env.push_back("ARI_SHM_DOMAIN=" + std::to_string(TestDomainId()));
-  env.push_back("ARI_SHM_CONFIG=" + config);
-  std::vector<char*> envp;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  char exe[] = "/proc/self/exe";
-  char* argv[] = {exe, nullptr};
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return false;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (dup2(fds[1], 3) != 3) _exit(41);
-    execve(exe, argv, envp.data());
-    _exit(42);
-  }
-  close(fds[1]);
-  size_t got = 0;
-  auto* bytes = reinterpret_cast<char*>(out);
-  while (got < sizeof *out) {
-    const ssize_t n = read(fds[0], bytes + got, sizeof *out - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return got == sizeof *out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return RunSelfAsChild({"ARI_NODE_SHM_CHILD=1",
+                         "ARI_SHM_DOMAIN=" + std::to_string(TestDomainId()),
+                         "ARI_SHM_CONFIG=" + config},
+                        out, sizeof *out);
 }
 
 std::filesystem::path WriteConfig(const std::filesystem::path& dir, const std::filesystem::path& model,

@@ -14,8 +14,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "tests/common/test_util.h"
+
+extern char** environ;
 
 namespace ari::testing {
 
@@ -80,5 +83,41 @@ class Roudi {
   bool ready_ = false;
   std::string output_;
 };
+
+// Runs this test executable again as a child (the same process image: the shm clients must
+// be separate processes with their own iceoryx runtime) with `extra_env` added, and reads
+// `size` bytes of report from the child's fd 3. True when the whole report arrived and the
+// child exited 0.
+inline bool RunSelfAsChild(const std::vector<std::string>& extra_env, void* report,
+                           size_t size) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> envp;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  char exe[] = "/proc/self/exe";
+  char* argv[] = {exe, nullptr};
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (dup2(fds[1], 3) != 3) _exit(41);
+    execve(exe, argv, envp.data());
+    _exit(42);
+  }
+  close(fds[1]);
+  size_t got = 0;
+  auto* bytes = static_cast<char*>(report);
+  while (got < size) {
+    const ssize_t n = read(fds[0], bytes + got, size - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return got == size && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 }  // namespace ari::testing

@@ -26,6 +26,7 @@ using namespace std::chrono_literals;
 constexpr int kChunks = 100;
 using ari::testing::kRoudi;
 using ari::testing::Roudi;
+using ari::testing::RunSelfAsChild;
 
 struct ClientReport {
   int connect_ok = 0;
@@ -84,36 +85,10 @@ const int kClientChildHook = RunClientChild();
 
 // Runs the client child to completion and returns its report.
 bool RunClient(uint32_t domain_id, const std::string& config, ClientReport* out) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  env.push_back("ARI_SHM_CLIENT_CHILD=1");
-  env.push_back("ARI_SHM_DOMAIN=" + std::to_string(domain_id));
-  env.push_back("ARI_SHM_CONFIG=" + config);
-  std::vector<char*> envp;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  char exe[] = "/proc/self/exe";
-  char* argv[] = {exe, nullptr};
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return false;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (dup2(fds[1], 3) != 3) _exit(41);
-    execve(exe, argv, envp.data());
-    _exit(42);
-  }
-  close(fds[1]);
-  size_t got = 0;
-  auto* bytes = reinterpret_cast<char*>(out);
-  while (got < sizeof *out) {
-    const ssize_t n = read(fds[0], bytes + got, sizeof *out - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return got == sizeof *out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return RunSelfAsChild({"ARI_SHM_CLIENT_CHILD=1",
+                         "ARI_SHM_DOMAIN=" + std::to_string(domain_id),
+                         "ARI_SHM_CONFIG=" + config},
+                        out, sizeof *out);
 }
 
 struct RunResult {
