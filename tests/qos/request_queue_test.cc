@@ -2,31 +2,11 @@
 // no starvation, and no heap allocation per operation (counting operator new).
 #include "qos/request_queue.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
 #include <gtest/gtest.h>
 
 #include "qos/governor.h"
+#include "tests/common/counting_allocator.h"
 #include "tests/common/test_util.h"
-
-// The replaced global operators below are a malloc/free pair; GCC cannot see that
-// when it inlines them into the standard allocators.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace ari::qos {
 namespace {
@@ -193,8 +173,7 @@ TEST(RequestQueueTest, NoStarvationUnderSteadyCriticalLoad) {
 
 TEST(RequestQueueTest, NoHeapAllocationPerOperation) {
   RequestQueue q(SmallConfig());
-  g_allocations = 0;
-  g_counting = true;
+  ari::testing::CountAllocations allocations;
   for (int round = 0; round < 100; ++round) {
     for (uint64_t i = 0; i < 10; ++i) {
       q.Push(QueueEntry{i, kAllUrgencies[i % 4], static_cast<int64_t>(i) * kMs, 0, 0});
@@ -204,8 +183,7 @@ TEST(RequestQueueTest, NoHeapAllocationPerOperation) {
     while (q.Pop(round * kSec)) {
     }
   }
-  g_counting = false;
-  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(allocations.count(), 0);
 }
 
 TEST(RequestQueueTest, GovernorDecideDoesNotAllocate) {
@@ -217,16 +195,14 @@ TEST(RequestQueueTest, GovernorDecideDoesNotAllocate) {
   in.mem_available_bytes = 150ull << 20;
   in.active = Urgency::kCritical;
   GovernorState s;
-  g_allocations = 0;
-  g_counting = true;
+  ari::testing::CountAllocations allocations;
   for (int i = 0; i < 1000; ++i) {
     in.now_ns = i * 100 * kMs;
     in.reading.celsius = 60.0 + (i % 50);
     in.reading.state = i % 97 == 0 ? thermal::SensorState::kStale : thermal::SensorState::kOk;
     s = Decide(*policy, s, in).state;
   }
-  g_counting = false;
-  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(allocations.count(), 0);
 }
 
 }  // namespace

@@ -1,51 +1,11 @@
 // Zero heap allocation in RunChunk/StartTurn after warm-up, across prefill, decode, sampling,
 // precision, thread-count and ISA switches, INT8 KV decode, the in-place F16 -> INT8 slot
-// conversion and context-cap shrinks. Counts every global operator new form (malloc
-// hooks no longer exist in glibc >= 2.34; the runtime allocates only through new).
+// conversion and context-cap shrinks, counted by tests/common/counting_allocator.h.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
 #include "runtime/engine.h"
+#include "tests/common/counting_allocator.h"
 #include "tests/runtime/engine_fixture.h"
-
-namespace {
-std::atomic<long> g_news{0};
-std::atomic<bool> g_count{false};
-void* Count(std::size_t n, std::size_t align = 0) {
-  if (g_count.load(std::memory_order_relaxed)) g_news.fetch_add(1);
-  void* p = align ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n ? n : 1);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return Count(n); }
-void* operator new[](std::size_t n) { return Count(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return Count(n); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return Count(n); }
-void* operator new(std::size_t n, std::align_val_t a) { return Count(n, static_cast<size_t>(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return Count(n, static_cast<size_t>(a)); }
-void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return Count(n, static_cast<size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return Count(n, static_cast<size_t>(a));
-}
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace ari::runtime {
 namespace {
@@ -121,12 +81,10 @@ TEST(EngineAlloc, NoHeapAllocationWithInt8KvAndContextCap) {
     ASSERT_TRUE(e.has_value());
     const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
     DriveMemory(**e, prompt, true, 1);  // warm-up
-    g_news = 0;
-    g_count = true;
+    testing::CountAllocations allocations;
     DriveMemory(**e, prompt, false, 3);
     DriveMemory(**e, prompt, true, 3);
-    g_count = false;
-    EXPECT_EQ(g_news.load(), 0) << path;
+    EXPECT_EQ(allocations.count(), 0) << path;
   }
 }
 
@@ -144,12 +102,10 @@ TEST(EngineAlloc, NoHeapAllocationAfterWarmUp) {
     ASSERT_TRUE(e.has_value());
     const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
     Drive(**e, prompt, true, 1);  // warm-up
-    g_news = 0;
-    g_count = true;
+    testing::CountAllocations allocations;
     Drive(**e, prompt, false, 4);
     Drive(**e, prompt, true, 4);
-    g_count = false;
-    EXPECT_EQ(g_news.load(), 0) << path;
+    EXPECT_EQ(allocations.count(), 0) << path;
   }
   (void)kernels::SetMaxIsaTier(kernels::BestIsaTier());
 }

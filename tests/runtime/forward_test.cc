@@ -3,10 +3,7 @@
 // double precision, every weight type against its dequantized F32 twin, and error cases.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
 #include "runtime/forward.h"
@@ -14,41 +11,10 @@
 #include "runtime/sampler.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
+#include "tests/common/counting_allocator.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/llama2c_fixture.h"
 #include "tests/runtime/tiny_model.h"
-
-// Counting global operator new: decoding must not allocate. (GCC 12 misreports malloc/free
-// inside replaced operator new/delete as mismatched once inlined.)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-std::atomic<long> g_allocs{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-// The nothrow forms too (std::stable_sort's buffer uses them), so every form our delete
-// frees was allocated by malloc.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n ? n : 1);
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n ? n : 1);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace ari::runtime {
 namespace {
@@ -203,11 +169,13 @@ TEST(Forward, DecodeAndGenerateDoNotAllocatePerToken) {
   ASSERT_TRUE(s.has_value());
   const TokenId prompt[] = {1, 403, 407, 261, 378};
   ASSERT_TRUE(Forward(**s, prompt).has_value());
-  const long before = g_allocs.load();
-  for (TokenId t = 10; t < 60; ++t) {
-    ASSERT_TRUE(Forward(**s, std::span<const TokenId>(&t, 1)).has_value());
+  {
+    testing::CountAllocations allocations;
+    for (TokenId t = 10; t < 60; ++t) {
+      ASSERT_TRUE(Forward(**s, std::span<const TokenId>(&t, 1)).has_value());
+    }
+    EXPECT_EQ(allocations.count(), 0);
   }
-  EXPECT_EQ(g_allocs.load() - before, 0);
   // Generate allocates its result and history once per call, not per token.
   auto count = [&](int32_t n) {
     auto sess = Session::Create(**m);
@@ -215,11 +183,11 @@ TEST(Forward, DecodeAndGenerateDoNotAllocatePerToken) {
     GenerateOptions g;
     g.max_tokens = n;
     g.stop_on_bos = false;
-    const long b = g_allocs.load();
+    testing::CountAllocations allocations;
     auto r = Generate(**sess, sampler, prompt, g);
     EXPECT_TRUE(r.has_value());
     EXPECT_EQ(r->tokens.size(), static_cast<size_t>(n));
-    return g_allocs.load() - b;
+    return allocations.count();
   };
   EXPECT_EQ(count(20), count(200));
 }

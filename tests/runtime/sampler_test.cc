@@ -3,33 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
-// Counting global operator new: Sample() must not allocate. (GCC 12 misreports malloc/free
-// inside replaced operator new/delete as mismatched once inlined.)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-std::atomic<long> g_allocs{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/common/counting_allocator.h"
 
 namespace ari::runtime {
 namespace {
@@ -353,21 +330,21 @@ TEST(Sampler, SampleDoesNotAllocate) {
       SamplingParams{.repeat_penalty = 1.3f},
   };
   {  // the counter works
-    long before = g_allocs.load();
+    testing::CountAllocations allocations;
     auto* probe = new std::vector<int>(16);
-    EXPECT_GT(g_allocs.load() - before, 0);
+    EXPECT_GT(allocations.count(), 0);
     delete probe;
   }
   for (const auto& v : variants) {
     s.SetParams(v);
-    long before = g_allocs.load();
+    testing::CountAllocations allocations;
     for (int i = 0; i < 5; ++i) {
       std::copy(base.begin(), base.end(), l.begin());
       TokenId t = s.Sample(l, hist);
       ASSERT_GE(t, 0);
       ASSERT_LT(t, n);
     }
-    EXPECT_EQ(g_allocs.load() - before, 0) << "temperature " << v.temperature;
+    EXPECT_EQ(allocations.count(), 0) << "temperature " << v.temperature;
   }
 }
 

@@ -3,69 +3,14 @@
 // the whole-sequence decode, invalid bytes become U+FFFD, and Push() does not allocate.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstddef>
-#include <cstdlib>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "runtime/gguf.h"
 #include "runtime/tokenizer.h"
+#include "tests/common/counting_allocator.h"
 #include "tests/common/test_util.h"
-
-// Counts global allocations while g_counting is set (the no-allocation test). The
-// replacement new/delete pair is malloc/free on both sides; GCC cannot see that once they
-// are inlined into gtest code and warns, hence the pragma.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<long> g_allocs{0};
-}  // namespace
-
-// Every replaceable form is replaced (malloc/free underneath) so that no pointer crosses
-// between this allocator and the sanitizer's.
-namespace {
-void* CountedAlloc(std::size_t n, std::size_t align) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
-  if (n == 0) n = 1;
-  if (align <= alignof(std::max_align_t)) return std::malloc(n);
-  return std::aligned_alloc(align, (n + align - 1) / align * align);
-}
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (void* p = CountedAlloc(n, 0)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return CountedAlloc(n, 0); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return CountedAlloc(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a) {
-  if (void* p = CountedAlloc(n, static_cast<std::size_t>(a))) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
-void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return CountedAlloc(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return CountedAlloc(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
-  std::free(p);
-}
 
 namespace ari::runtime {
 namespace {
@@ -209,16 +154,17 @@ TEST(StreamDecoder, PushDoesNotAllocate) {
   StreamDecoder dec(*tok);
   std::string out;
   out.reserve(64 * 1024);
-  g_allocs = 0;
-  g_counting = true;
-  ::operator delete(::operator new(16));  // the counter itself works
-  EXPECT_EQ(g_allocs.exchange(0), 1);
+  {
+    testing::CountAllocations probe;
+    ::operator delete(::operator new(16));  // the counter itself works
+    EXPECT_EQ(probe.count(), 1);
+  }
+  testing::CountAllocations allocations;
   for (int rep = 0; rep < 50; ++rep) {
     for (TokenId id : *ids) dec.Push(id, out);
     dec.Flush(out);
   }
-  g_counting = false;
-  EXPECT_EQ(g_allocs.load(), 0);
+  EXPECT_EQ(allocations.count(), 0);
   EXPECT_LT(out.size(), out.capacity() + 1);
 }
 
