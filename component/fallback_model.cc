@@ -26,9 +26,9 @@ std::string TokenizerMismatch(const runtime::Tokenizer& a, const runtime::Tokeni
 FallbackModel::FallbackModel(runtime::EngineOptions options, const runtime::Tokenizer* main)
     : options_(std::move(options)), main_(main) {}
 
-runtime::Result<runtime::Engine*> FallbackModel::Acquire() {
+runtime::Result<runtime::ChunkRunner*> FallbackModel::Acquire() {
   std::lock_guard lk(mu_);
-  if (engine_) return engine_.get();
+  if (guarded_) return guarded_.get();
   auto engine = runtime::Engine::Create(options_);
   if (!engine) return std::unexpected(engine.error());
   const runtime::Tokenizer* tok = (*engine)->model().tokenizer();
@@ -55,14 +55,23 @@ runtime::Result<runtime::Engine*> FallbackModel::Acquire() {
     if (r->finished) break;
   }
   (*engine)->ResetSlot(0);
+  // Identity of the file as mapped now; from here on each turn and chunk checks it.
+  auto watch = ModelFileWatch::Open(options_.model_path, (*engine)->model().file().bytes().size());
+  if (!watch) {
+    return runtime::MakeError(runtime::ErrorCode::kIo, watch.error().ToString());
+  }
   engine_ = std::move(*engine);
+  watch_ = std::move(*watch);
+  guarded_ = std::make_unique<GuardedRunner>(*engine_, *watch_);
   mapped_.store(true);
   acquisitions_.fetch_add(1);
-  return engine_.get();
+  return guarded_.get();
 }
 
 void FallbackModel::Release() {
   std::lock_guard lk(mu_);
+  guarded_.reset();
+  watch_.reset();
   engine_.reset();
   mapped_.store(false);
 }

@@ -3,7 +3,9 @@
 // pressure is gone. Requests are tokenized once, at admission, with the main model's
 // tokenizer, so the fallback must use the same vocabulary: Acquire() checks it (token
 // count, every token text, BOS/EOS) and refuses an incompatible model with a clear
-// error (the scheduler then keeps new requests on the main model and says so).
+// error (the scheduler then keeps new requests on the main model and says so). Like the
+// main model, the mapped file is watched (model_guard.h): once it changes, every turn and
+// chunk on the fallback fails with "model file changed" instead of touching the mapping.
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "component/model_guard.h"
 #include "qos/scheduler.h"
 #include "runtime/engine.h"
 #include "runtime/tokenizer.h"
@@ -27,8 +30,9 @@ class FallbackModel final : public qos::FallbackEngineProvider {
   FallbackModel(runtime::EngineOptions options, const runtime::Tokenizer* main);
   ~FallbackModel() override = default;
 
-  // Creates the engine (maps the file), checks the vocabulary, warms it up.
-  runtime::Result<runtime::Engine*> Acquire() override;
+  // Creates the engine (maps the file), checks the vocabulary, warms it up; returns the
+  // engine behind the model-file guard.
+  runtime::Result<runtime::ChunkRunner*> Acquire() override;
   void Release() override;  // destroys the engine: the file is unmapped
 
   bool mapped() const { return mapped_.load(); }
@@ -39,8 +43,10 @@ class FallbackModel final : public qos::FallbackEngineProvider {
  private:
   runtime::EngineOptions options_;
   const runtime::Tokenizer* main_;
-  std::mutex mu_;  // engine_ (Acquire/Release run on the scheduler thread)
+  std::mutex mu_;  // engine_, watch_, guarded_ (Acquire/Release: scheduler thread)
   std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<ModelFileWatch> watch_;
+  std::unique_ptr<GuardedRunner> guarded_;  // engine_ checked against watch_
   std::atomic<bool> mapped_{false};
   std::atomic<int> acquisitions_{0};
 };

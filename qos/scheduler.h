@@ -141,8 +141,8 @@ class FallbackEngineProvider {
  public:
   virtual ~FallbackEngineProvider() = default;
   // Maps/creates the fallback engine; called on the scheduler thread, without the
-  // scheduler's lock, on first need. The engine stays valid until Release().
-  virtual runtime::Result<runtime::Engine*> Acquire() = 0;
+  // scheduler's lock, on first need. The runner stays valid until Release().
+  virtual runtime::Result<runtime::ChunkRunner*> Acquire() = 0;
   // Destroys it (unmaps the model). Called when no turn runs on it any more.
   virtual void Release() = 0;
 };
@@ -305,7 +305,7 @@ class Scheduler {
 
   std::vector<Slot> slots_;
   // Fallback engine (the step thread changes these with mu_ held).
-  runtime::Engine* fallback_engine_ = nullptr;
+  runtime::ChunkRunner* fallback_engine_ = nullptr;
   std::vector<Slot> fb_slots_;
   bool fallback_route_ = false;   // new requests start on the fallback engine
   bool fallback_failed_ = false;  // Acquire() failed in this pressure episode

@@ -49,7 +49,7 @@ void Scheduler::UpdateFallback(const Decision& preview) {
       mapped = fallback_engine_ != nullptr;
     }
     if (!mapped) {  // first need: map it (outside the lock: file I/O, arena)
-      runtime::Result<runtime::Engine*> e = opt_.fallback->Acquire();
+      runtime::Result<runtime::ChunkRunner*> e = opt_.fallback->Acquire();
       std::string error;
       if (!e) {
         error = "fallback model: " + e.error().ToString();

@@ -297,5 +297,48 @@ TEST_F(NodeFallback, IncompatibleVocabularyIsRefusedAndTheMainModelServes) {
   std::filesystem::remove_all(dir);
 }
 
+TEST_F(NodeFallback, ChangedFallbackFileFailsTurnsInsteadOfFaulting) {
+  // Like the main model (node_faults_test), the fallback's mapped file is watched: once it
+  // is truncated in place, turns and chunks on it fail with "model file changed".
+  const auto dir = TempDir("node_fallback_guard");
+  const auto main_model = Stories260K(dir);
+  if (main_model.empty()) GTEST_SKIP() << "stories260K absent";
+  auto preset = runtime::FindSynthPreset("tiny");
+  ASSERT_TRUE(preset.has_value());
+  runtime::SynthOptions so;
+  so.preset = *preset;
+  so.type = runtime::TensorType::kF16;
+  const auto fb_model = dir / "guarded-fallback.gguf";
+  ASSERT_TRUE(runtime::WriteSynthModel(so, main_model, fb_model).has_value());
+  runtime::EngineOptions eo;
+  eo.model_path = main_model;
+  eo.slots = 1;
+  eo.context_length = 128;
+  eo.threads = 1;
+  auto main_engine = runtime::Engine::Create(eo);
+  ASSERT_TRUE(main_engine.has_value());
+  eo.model_path = fb_model;
+  component::FallbackModel fb(eo, (*main_engine)->model().tokenizer());
+  auto runner = fb.Acquire();
+  ASSERT_TRUE(runner.has_value()) << runner.error().ToString();
+  const std::vector<runtime::TokenId> prompt = {1, 403, 407};
+  runtime::TurnSpec turn;
+  turn.prompt = prompt;
+  turn.max_tokens = 4;
+  turn.keep_context = false;
+  ASSERT_TRUE((*runner)->StartTurn(0, turn).has_value());
+  ASSERT_TRUE((*runner)->RunChunk(0, runtime::ChunkKnobs{}).has_value());
+  // Truncate in place (same inode): the next chunk must fail without touching the mapping.
+  std::filesystem::resize_file(fb_model, std::filesystem::file_size(fb_model) / 2);
+  auto chunk = (*runner)->RunChunk(0, runtime::ChunkKnobs{});
+  ASSERT_FALSE(chunk.has_value());
+  EXPECT_NE(chunk.error().ToString().find("model file changed"), std::string::npos)
+      << chunk.error().ToString();
+  EXPECT_FALSE((*runner)->StartTurn(0, turn).has_value());
+  fb.Release();
+  EXPECT_FALSE(fb.mapped());
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ari::testing

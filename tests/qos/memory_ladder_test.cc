@@ -53,7 +53,7 @@ struct LadderSink : RecordingSink {
 class FakeProvider final : public FallbackEngineProvider {
  public:
   explicit FakeProvider(int slots) : slots_(slots) {}
-  runtime::Result<runtime::Engine*> Acquire() override {
+  runtime::Result<runtime::ChunkRunner*> Acquire() override {
     ++acquired;
     if (fail) return runtime::MakeError(runtime::ErrorCode::kIo, "no such file");
     if (!engine) engine = std::make_unique<FakeEngine>(slots_);
