@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,12 +79,14 @@ bool EvictRange(const std::filesystem::path& file, const std::byte* map_base, co
   return ok;
 }
 
-}  // namespace
+double CpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
-double MeasureReadBandwidth(uint64_t bytes, int threads) {
-  const uint64_t n = bytes / sizeof(uint64_t);
-  auto* buf = static_cast<uint64_t*>(::operator new(n * 8, std::align_val_t(128)));
-  for (uint64_t i = 0; i < n; ++i) buf[i] = i;
+// Streaming read of buf[0, n) with `threads` threads, GB/s (best of 3).
+double ReadBandwidthOf(const uint64_t* buf, uint64_t n, int threads) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     std::vector<std::thread> ts;
@@ -103,8 +106,26 @@ double MeasureReadBandwidth(uint64_t bytes, int threads) {
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, static_cast<double>(n * 8) / s / 1e9);
   }
-  ::operator delete(buf, std::align_val_t(128));
   return best;
+}
+
+struct ProbeBuffer {
+  uint64_t* p = nullptr;
+  uint64_t n = 0;
+  explicit ProbeBuffer(uint64_t bytes) : n(bytes / sizeof(uint64_t)) {
+    p = static_cast<uint64_t*>(::operator new(n * 8, std::align_val_t(128)));
+    for (uint64_t i = 0; i < n; ++i) p[i] = i;
+  }
+  ~ProbeBuffer() { ::operator delete(p, std::align_val_t(128)); }
+  ProbeBuffer(const ProbeBuffer&) = delete;
+  ProbeBuffer& operator=(const ProbeBuffer&) = delete;
+};
+
+}  // namespace
+
+double MeasureReadBandwidth(uint64_t bytes, int threads) {
+  ProbeBuffer b(bytes);
+  return ReadBandwidthOf(b.p, b.n, threads);
 }
 
 Result<BenchResult> RunModelBench(const BenchOptions& o) {
@@ -138,7 +159,7 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   k.decode_tokens = o.n_gen;
   k.greedy_only = true;
   std::vector<TokenId> prompt(static_cast<size_t>(max_p));
-  std::vector<double> dec;
+  std::vector<double> dec, share;
   double prefill_dispatches = 0, prefill_tokens = 0, decode_dispatches = 0, decode_tokens = 0;
   for (size_t pi = 0; pi < o.prompt_sizes.size(); ++pi) {
     std::vector<double> pt, tt;
@@ -164,27 +185,63 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
       pt.push_back(o.prompt_sizes[pi] / (ms / 1e3));
       if (pi == 0 && o.n_gen > 0) {  // decode after the first prompt size
         const uint64_t dd = e.PoolDispatches();
+        const double cpu0 = CpuSeconds();
         const auto d = Clock::now();
         auto c = e.RunChunk(0, k);
         if (!c) return std::unexpected(c.error());
+        const double wall = std::chrono::duration<double>(Clock::now() - d).count();
         decode_dispatches += static_cast<double>(e.PoolDispatches() - dd);
         decode_tokens += static_cast<double>(c->tokens.size());
-        dec.push_back(static_cast<double>(c->tokens.size()) / std::chrono::duration<double>(Clock::now() - d).count());
+        dec.push_back(static_cast<double>(c->tokens.size()) / wall);
+        share.push_back((CpuSeconds() - cpu0) / (wall * std::max(1, o.threads)));
       }
     }
     res.prompt_tps.push_back(MakeStat(pt));
     res.ttft_ms.push_back(MakeStat(tt));
   }
   res.decode_tps = MakeStat(dec);
+  res.decode_cpu_share = MakeStat(share);
   if (prefill_tokens > 0) res.dispatches_per_prefill_token = prefill_dispatches / prefill_tokens;
   if (decode_tokens > 0) res.dispatches_per_decode_token = decode_dispatches / decode_tokens;
   res.peak_rss_bytes = PeakRss();
   res.embd_resident_bytes = Resident(em.data, res.embd_table_bytes);
   res.weight_bytes_per_token = e.WeightBytesPerToken(o.precision);
   if (o.measure_bandwidth) {
-    res.bandwidth_gbs = MeasureReadBandwidth(o.bandwidth_bytes, o.threads);
-    res.roofline_tps = res.bandwidth_gbs * 1e9 / static_cast<double>(res.weight_bytes_per_token);
+    const ProbeBuffer buf(o.bandwidth_bytes);  // allocated after VmHWM was read
+    const double bytes = static_cast<double>(res.weight_bytes_per_token);
+    res.bandwidth_gbs = ReadBandwidthOf(buf.p, buf.n, o.threads);
+    res.roofline_tps = res.bandwidth_gbs * 1e9 / bytes;
     res.roofline_fraction = res.roofline_tps > 0 ? res.decode_tps.median / res.roofline_tps : 0;
+    // Paired runs: probe, decode, probe, decode, ... (a fresh turn with the first prompt
+    // size each time; the prefill is not timed).
+    std::vector<double> bws, fractions;
+    double before = res.bandwidth_gbs;
+    const int p0 = o.prompt_sizes.empty() ? 1 : o.prompt_sizes[0];
+    for (int r = 0; o.n_gen > 0 && r < o.paired_reps; ++r) {
+      for (int i = 0; i < p0; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 11 + 3) % vocab;
+      TurnSpec t;
+      t.prompt = std::span<const TokenId>(prompt.data(), static_cast<size_t>(p0));
+      t.max_tokens = o.n_gen + 1;
+      t.keep_context = false;
+      if (auto s = e.StartTurn(0, t); !s) return std::unexpected(s.error());
+      for (bool done = false; !done;) {
+        auto c = e.RunChunk(0, k);
+        if (!c) return std::unexpected(c.error());
+        done = c->prompt_remaining == 0;
+      }
+      const auto d = Clock::now();
+      auto c = e.RunChunk(0, k);
+      if (!c) return std::unexpected(c.error());
+      const double tps = static_cast<double>(c->tokens.size()) /
+                         std::chrono::duration<double>(Clock::now() - d).count();
+      const double after = ReadBandwidthOf(buf.p, buf.n, o.threads);
+      const double bw = (before + after) / 2;
+      bws.push_back(bw);
+      fractions.push_back(bw > 0 ? tps / (bw * 1e9 / bytes) : 0);
+      before = after;
+    }
+    res.paired_bandwidth_gbs = MakeStat(bws);
+    res.paired_fraction = MakeStat(fractions);
   }
   return res;
 }
@@ -215,7 +272,23 @@ std::string BenchResult::ToTable() const {
                 roofline_tps, roofline_fraction, dispatches_per_decode_token,
                 dispatches_per_prefill_token,
                 embd_evicted ? "" : "\n(embedding pages could not be evicted first: residency is the page cache's)");
-  return s + b;
+  s += b;
+  std::snprintf(b, sizeof(b),
+                "decode CPU share %.2f (%.2f..%.2f) of %d threads%s\n", decode_cpu_share.median,
+                decode_cpu_share.min, decode_cpu_share.max, threads,
+                decode_cpu_share.median > 0 && decode_cpu_share.median < 0.85
+                    ? ": the run did not get its CPUs (loaded machine), wall-clock figures measure the load"
+                    : "");
+  s += b;
+  if (!paired_fraction.values.empty()) {
+    std::snprintf(b, sizeof(b),
+                  "paired probe+decode runs (%zu): bandwidth %.2f GB/s (%.2f..%.2f), roofline fraction %.2f (%.2f..%.2f)\n",
+                  paired_fraction.values.size(), paired_bandwidth_gbs.median, paired_bandwidth_gbs.min,
+                  paired_bandwidth_gbs.max, paired_fraction.median, paired_fraction.min,
+                  paired_fraction.max);
+    s += b;
+  }
+  return s;
 }
 
 std::string BenchResult::ToJson() const {
@@ -241,7 +314,10 @@ std::string BenchResult::ToJson() const {
        ",\"dispatches_per_prompt_token\":" + std::to_string(dispatches_per_prefill_token) +
        ",\"weight_bytes_per_token\":" + std::to_string(weight_bytes_per_token) +
        ",\"bandwidth_gbs\":" + std::to_string(bandwidth_gbs) + ",\"roofline_tps\":" +
-       std::to_string(roofline_tps) + ",\"roofline_fraction\":" + std::to_string(roofline_fraction) + "}";
+       std::to_string(roofline_tps) + ",\"roofline_fraction\":" + std::to_string(roofline_fraction) +
+       ",\"decode_cpu_share\":" + StatJson(decode_cpu_share) +
+       ",\"paired_bandwidth_gbs\":" + StatJson(paired_bandwidth_gbs) +
+       ",\"paired_roofline_fraction\":" + StatJson(paired_fraction) + "}";
   return s;
 }
 

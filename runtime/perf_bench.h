@@ -22,6 +22,10 @@ struct BenchOptions {
   int reps = 5;
   bool measure_bandwidth = true;
   uint64_t bandwidth_bytes = 512ull << 20;  // buffer streamed by the bandwidth probe
+  // With the probe on: extra decode runs (after the figures above, peak RSS included),
+  // each bracketed by a probe right before and after it, so that decode speed and
+  // bandwidth are measured under the same machine conditions (paired_* below). 0 = none.
+  int paired_reps = 3;
 };
 
 struct Stat {
@@ -46,6 +50,13 @@ struct BenchResult {
   uint64_t weight_bytes_per_token = 0;
   double bandwidth_gbs = 0;              // multi-threaded streaming read
   double roofline_tps = 0, roofline_fraction = 0;
+  // Process CPU time / (wall time x threads) of each decode run: near 1 when the run had its
+  // CPUs (workers spin between dispatches); well below 1 when other processes took them, and
+  // then the wall-clock figures measure the machine's load more than the code.
+  Stat decode_cpu_share;
+  // Paired runs (BenchOptions::paired_reps): per run, decode t/s / (bandwidth / weight bytes
+  // per token), bandwidth = mean of the probes right before and after that decode run.
+  Stat paired_bandwidth_gbs, paired_fraction;
   std::string ToTable() const;
   std::string ToJson() const;
 };

@@ -48,14 +48,44 @@ TEST(PerfBench, ReportsEveryFigureOnStories260KPack) {
     // Page granular: at most the page cover of the table is resident.
     EXPECT_LE(r->embd_resident_bytes, r->embd_table_bytes + 2 * 65536);
     EXPECT_EQ(r->bandwidth_gbs, 0.0);  // probe off
+    EXPECT_TRUE(r->paired_fraction.values.empty());
+    ASSERT_EQ(r->decode_cpu_share.values.size(), 2u);  // one per decode run
+    EXPECT_GT(r->decode_cpu_share.median, 0.0);
     const std::string json = r->ToJson();
     for (const char* key : {"\"decode_tps\"", "\"time_to_ready_ms\"", "\"peak_rss_bytes\"",
                             "\"roofline_fraction\"", "\"embd_resident_bytes\"",
-                            "\"dispatches_per_decode_token\"", "\"ttft_ms\""}) {
+                            "\"dispatches_per_decode_token\"", "\"ttft_ms\"",
+                            "\"decode_cpu_share\"", "\"paired_roofline_fraction\""}) {
       EXPECT_NE(json.find(key), std::string::npos) << key;
     }
     EXPECT_NE(r->ToTable().find("decode t/s"), std::string::npos);
   }
+}
+
+// With the probe on: a bandwidth figure and one paired (probe, decode, probe) fraction per
+// paired run, taken after peak RSS was read.
+TEST(PerfBench, PairsBandwidthProbesWithDecodeRuns) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  BenchOptions o;
+  o.model = mp.pack;
+  o.precision = Precision::kW4A8;
+  o.threads = 2;
+  o.prompt_sizes = {8};
+  o.n_gen = 4;
+  o.reps = 1;
+  o.bandwidth_bytes = 8u << 20;
+  o.paired_reps = 2;
+  auto r = RunModelBench(o);
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_GT(r->bandwidth_gbs, 0.0);
+  EXPECT_GT(r->roofline_tps, 0.0);
+  ASSERT_EQ(r->paired_fraction.values.size(), 2u);
+  ASSERT_EQ(r->paired_bandwidth_gbs.values.size(), 2u);
+  EXPECT_GT(r->paired_fraction.min, 0.0);
+  EXPECT_GT(r->paired_bandwidth_gbs.min, 0.0);
+  EXPECT_NE(r->ToTable().find("paired probe+decode runs (2)"), std::string::npos);
 }
 
 }  // namespace
