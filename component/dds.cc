@@ -199,11 +199,13 @@ const TopicQosSpec& TopicQos(TopicKind kind) {
   static const TopicQosSpec kChunk{"ari/v1/token_chunk", 256, 256, false, false};
   static const TopicQosSpec kCancel{"ari/v1/cancel", 8, 64, false, false};
   static const TopicQosSpec kStatus{"ari/v1/node_status", 1, 1, true, true};
+  static const TopicQosSpec kSimEnv{"ari/v1/sim_environment", 1, 1, false, false};
   switch (kind) {
     case TopicKind::kRequest: return kRequest;
     case TopicKind::kTokenChunk: return kChunk;
     case TopicKind::kCancel: return kCancel;
     case TopicKind::kNodeStatus: return kStatus;
+    case TopicKind::kSimEnvironment: return kSimEnv;
   }
   return kRequest;
 }
@@ -214,6 +216,7 @@ const dds_topic_descriptor_t* TopicDescriptor(TopicKind kind) {
     case TopicKind::kTokenChunk: return &ari_TokenChunk_desc;
     case TopicKind::kCancel: return &ari_Cancel_desc;
     case TopicKind::kNodeStatus: return &ari_NodeStatus_desc;
+    case TopicKind::kSimEnvironment: return &ari_SimEnvironment_desc;
   }
   return nullptr;
 }

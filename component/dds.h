@@ -125,7 +125,9 @@ class Qos {
   dds_qos_t* qos_;
 };
 
-enum class TopicKind { kRequest, kTokenChunk, kCancel, kNodeStatus };
+// kSimEnvironment: simulation only (ari-sim live replay -> a node configured with
+// SENSOR_DDS_REPLAY); see idl/ari.idl SimEnvironment.
+enum class TopicKind { kRequest, kTokenChunk, kCancel, kNodeStatus, kSimEnvironment };
 
 // The QoS table (docs/interface.md "QoS"). Reliable everywhere, KEEP_LAST, no deadline.
 struct TopicQosSpec {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "component/env_replay.h"
 #include "runtime/model.h"
 #include "thermal/clock.h"
 #include "thermal/rc_model.h"
@@ -261,6 +262,14 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
     ro.loop = true;
     src = std::make_unique<thermal::ReplaySource>(std::move(*t), clock, clock.NowNs(), ro);
     simulated = true;
+  } else if (kind == config::SENSOR_DDS_REPLAY) {  // simulation only (env_replay.h)
+    EnvReplayOptions er;
+    if (c.sensor().dds_replay_max_age_ms()) {
+      er.max_age_ns = int64_t{c.sensor().dds_replay_max_age_ms()} * 1'000'000;
+    }
+    node->env_ = std::make_unique<EnvReplay>(er);
+    src = node->env_->TemperatureSource();
+    simulated = true;
   } else if (kind == config::SENSOR_NONE) {
     src.reset();
   }
@@ -268,7 +277,10 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   if (src) node->temperature_ = std::make_unique<RecordingSource>(std::move(src), simulated);
 
   node->memory_source_ = ov.memory_source;
-  if (node->memory_source_) {
+  if (!node->memory_source_ && node->env_) {
+    node->memory_source_ = [env = node->env_.get()] { return env->Memory(); };
+    Log("memory and temperature from ari/v1/sim_environment (SENSOR_DDS_REPLAY)");
+  } else if (node->memory_source_) {
     Log("memory reading injected by the caller");
   } else if (auto m = runtime::MemoryMonitor::Create(); m) {
     node->memory_ = std::make_unique<runtime::MemoryMonitor>(std::move(*m));
@@ -315,10 +327,19 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   if (c.dds().liveliness_lease_ms()) {
     topt.liveliness_lease = std::chrono::milliseconds(c.dds().liveliness_lease_ms());
   }
-  auto transport = ov.domain ? NodeTransport::Create(ov.domain, topt)
-                            : NodeTransport::Create(dopt, topt);
+  std::shared_ptr<dds::Domain> domain = ov.domain;
+  if (!domain && node->env_) {  // the environment reader shares the transport's domain
+    auto d = dds::Domain::Create(dopt);
+    if (!d) return std::unexpected(d.error());
+    domain = std::move(*d);
+  }
+  auto transport = domain ? NodeTransport::Create(domain, topt)
+                          : NodeTransport::Create(dopt, topt);
   if (!transport) return std::unexpected(transport.error());
   node->transport_ = std::move(*transport);
+  if (node->env_) {
+    if (auto r = node->env_->Start(domain); !r) return std::unexpected(r.error());
+  }
   Log("%s", node->transport_->Describe().c_str());
   Log("model %s (%s), fallback %s, policy %s, sensor %s, memory %s",
       node->model_name_.c_str(), node->engine_->has_pack() ? "pack" : "plain",

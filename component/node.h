@@ -39,6 +39,8 @@
 
 namespace ari::component {
 
+class EnvReplay;  // component/env_replay.h (sensor kind SENSOR_DDS_REPLAY only)
+
 // Parses a NodeConfig in protobuf text format (errors name file, line and column).
 Result<config::NodeConfig> ParseNodeConfig(std::string_view text, std::string_view origin);
 Result<config::NodeConfig> LoadNodeConfig(const std::filesystem::path& path);
@@ -121,6 +123,7 @@ class Node final : public qos::ChunkSink {
   const runtime::Tokenizer* tokenizer_ = nullptr;
   std::unique_ptr<qos::Policy> policy_;
   std::unique_ptr<RecordingSource> temperature_;
+  std::unique_ptr<EnvReplay> env_;  // SENSOR_DDS_REPLAY: environment from the simulator
   std::unique_ptr<runtime::MemoryMonitor> memory_;
   std::function<std::optional<runtime::MemoryReading>()> memory_source_;
   std::unique_ptr<FallbackModel> fallback_;  // declared before scheduler_: outlives it

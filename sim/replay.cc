@@ -318,7 +318,7 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
         r.client = q.client();
         r.category = dl::PromptCategory_Name(q.category());
         r.arrival_s = NsToS(MsToNs(e.t_ms()));
-        r.prompt_tokens = PromptTokens(q.prompt());
+        r.prompt_tokens = o.prompt_tokens ? std::max(1, o.prompt_tokens(q.prompt())) : PromptTokens(q.prompt());
         r.max_tokens = static_cast<int>(q.max_tokens());
         const uint32_t dms = q.deadline_ms() ? q.deadline_ms() : o.policy->Class(u).default_deadline_ms;
         r.deadline_s = dms * 1e-3;
@@ -377,11 +377,18 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
     for (size_t d = 0; d < sum.drop_tokens.size(); ++d) dropped += static_cast<double>(d) * static_cast<double>(sum.drop_tokens[d]);
     sum.quality_loss = static_cast<double>(sum.precision_tokens[1]) / toks + 0.1 * dropped / toks;
   }
+  report.classes = SummarizeClasses(report.requests);
+  sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return report;
+}
+
+std::vector<ClassReport> SummarizeClasses(const std::vector<RequestReport>& requests) {
+  std::vector<ClassReport> out;
   for (qos::Urgency u : qos::kAllUrgencies) {
     ClassReport c;
     c.urgency = std::string(qos::UrgencyName(u));
     std::vector<double> ttft, comp, wait;
-    for (const RequestReport& r : report.requests) {
+    for (const RequestReport& r : requests) {
       if (r.urgency != c.urgency) continue;
       ++c.requests;
       if (r.status == "DONE") ++c.done;
@@ -394,10 +401,9 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
     c.ttft_s = ComputePercentiles(ttft);
     c.completion_s = ComputePercentiles(comp);
     c.queue_wait_s = ComputePercentiles(wait);
-    report.classes.push_back(c);
+    out.push_back(c);
   }
-  sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  return report;
+  return out;
 }
 
 }  // namespace ari::sim

@@ -16,10 +16,12 @@
 // header's ambient) sets the RC model's initial temperature. Prompt length in tokens:
 // ceil(bytes / 4) + 8 (template). Answers run to max_tokens (no EOS in model mode).
 // CPU frequency caps and vehicle state are not modeled. Fully deterministic.
+// (ReplayOptions::prompt_tokens replaces the token estimate, e.g. with a real tokenizer.)
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,9 @@ struct ReplayOptions {
   int32_t max_prefill_chunk = 128;
   bool record_decisions = true;          // the decision timeline (off in the tuner)
   bool record_samples = true;            // the temperature timeline (off in the tuner)
+  // Prompt length in tokens; null: ceil(bytes / 4) + 8 (ari-sim --tokenizer MODEL.gguf
+  // counts with the model's own tokenizer, as ari-node does).
+  std::function<int(const std::string& prompt)> prompt_tokens;
 };
 
 struct DecisionRecord {  // one entry in a request's history or the global timeline
@@ -55,6 +60,20 @@ struct DecisionRecord {  // one entry in a request's history or the global timel
   bool conservative = false;
   std::string knobs;   // qos::KnobsToString
   std::string reason;
+};
+
+// Live mode only: one TokenChunk as the simulator received it (times are real seconds
+// since the request was published; the node's own figures from the chunk's Timing).
+struct ChunkRecord {
+  double t_s = 0;              // reception, seconds after publication
+  uint32_t seq = 0;
+  int tokens = 0;              // token ids in this chunk
+  bool terminal = false;
+  std::string status;          // wire status (OK for non-terminal chunks)
+  std::string decision;        // governor decision in force (TokenChunk.decision)
+  int band = -1;               // thermal band the node reported at reception (-1 unknown)
+  double node_queue_wait_s = 0, node_ttft_s = 0, node_tokens_per_s = 0;
+  int node_tokens_generated = 0;
 };
 
 struct RequestReport {
@@ -70,6 +89,7 @@ struct RequestReport {
   double completion_s = -1;     // arrival -> terminal
   bool deadline_missed = false; // not DONE in time (rejected / stopped / late)
   std::vector<DecisionRecord> decisions;  // knob changes while its chunks ran
+  std::vector<ChunkRecord> chunk_log;     // live mode: every chunk received
 };
 
 struct Percentiles {
@@ -105,6 +125,8 @@ struct ReplaySummary {
 };
 
 struct ReplayReport {
+  std::string mode = "model";           // "model" or "live"
+  double time_scale = 1;                // live: log time ran this many times faster
   std::string log_name, scenario, policy_name, cost_source;
   std::vector<std::string> band_names;
   std::vector<double> band_enter_c;      // -inf for the base band
@@ -121,5 +143,8 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
 
 // Nearest-rank percentile of unsorted values (0 for none).
 Percentiles ComputePercentiles(std::vector<double> values);
+
+// Per class (CRITICAL..BACKGROUND) figures of a list of requests (both modes).
+std::vector<ClassReport> SummarizeClasses(const std::vector<RequestReport>& requests);
 
 }  // namespace ari::sim

@@ -51,6 +51,16 @@ std::string DecisionJson(const DecisionRecord& d) {
   return s;
 }
 
+std::string ChunkJson(const ChunkRecord& c) {
+  std::string s;
+  Obj(&s).N("t_s", c.t_s).I("seq", c.seq).I("tokens", c.tokens).B("terminal", c.terminal)
+      .S("status", c.status).S("decision", c.decision).I("band", c.band)
+      .N("node_queue_wait_s", c.node_queue_wait_s).N("node_ttft_s", c.node_ttft_s)
+      .N("node_tokens_per_s", c.node_tokens_per_s).I("node_tokens_generated", c.node_tokens_generated)
+      .Close();
+  return s;
+}
+
 template <class T, class F>
 std::string List(const std::vector<T>& v, F f) {
   std::string s = "[";
@@ -115,7 +125,9 @@ std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
   }
   std::string s;
   Obj o(&s);
-  o.S("format", "ari-sim-report-1").S("mode", "model").S("log", r.log_name)
+  o.S("format", "ari-sim-report-1").S("mode", r.mode);
+  if (r.mode != "model") o.N("time_scale", r.time_scale);
+  o.S("log", r.log_name)
       .S("scenario", r.scenario).S("policy", r.policy_name).S("cost_model", r.cost_source)
       .Raw("bands", List(r.band_names, [](const std::string& b) { return JsonString(b); }))
       .Raw("summary", sum);
@@ -129,13 +141,15 @@ std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
   }));
   o.Raw("requests", List(r.requests, [](const RequestReport& q) {
     std::string x;
-    Obj(&x).I("id", static_cast<int64_t>(q.id)).S("class", q.urgency).S("client", q.client)
+    Obj qo(&x);
+    qo.I("id", static_cast<int64_t>(q.id)).S("class", q.urgency).S("client", q.client)
         .S("category", q.category).N("arrival_s", q.arrival_s).I("prompt_tokens", q.prompt_tokens)
         .I("max_tokens", q.max_tokens).I("tokens", q.tokens).I("chunks", q.chunks)
         .N("deadline_s", q.deadline_s).S("status", q.status).S("message", q.message)
         .N("queue_wait_s", q.queue_wait_s).N("ttft_s", q.ttft_s).N("completion_s", q.completion_s)
-        .B("deadline_missed", q.deadline_missed).Raw("decisions", List(q.decisions, DecisionJson))
-        .Close();
+        .B("deadline_missed", q.deadline_missed).Raw("decisions", List(q.decisions, DecisionJson));
+    if (!q.chunk_log.empty()) qo.Raw("chunk_log", List(q.chunk_log, ChunkJson));  // live only
+    qo.Close();
     return x;
   }));
   o.Raw("samples", List(r.samples, [](const Sample& p) {

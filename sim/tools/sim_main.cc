@@ -19,9 +19,13 @@
 #include <vector>
 
 #include "qos/policy.h"
+#include "runtime/model.h"
+#include "runtime/tokenizer.h"
+#include "sim/calibrate.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/drive_log_stats.h"
+#include "sim/live_replay.h"
 #include "sim/prompts.h"
 #include "sim/replay.h"
 #include "sim/report.h"
@@ -263,21 +267,80 @@ Result<void> WriteFile(const std::string& path, const std::string& text) {
   return {};
 }
 
+// --mode live: against a running ari-node; --calibration OUT also replays the same log
+// in model mode (answers as long as the live ones) and compares.
+int LiveReplay(const Args& args, const dl::DriveLog& log, const std::string& log_path,
+               const ari::qos::Policy& policy, const ari::sim::ReplayOptions& model_options,
+               bool log_clean) {
+  ari::sim::LiveReplayOptions lo;
+  lo.policy = &policy;
+  if (auto v = args.Get("time-scale")) {
+    char* end = nullptr;
+    lo.time_scale = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(lo.time_scale > 0) || lo.time_scale > 1000) {
+      return Fail("replay", "bad --time-scale '" + *v + "' (a number > 0, <= 1000)"), kUsage;
+    }
+  }
+  if (auto v = args.Get("domain")) {
+    const int d = std::atoi(v->c_str());
+    if (d < 0 || d >= 230 || *v != std::to_string(d)) return Fail("replay", "bad --domain (0..229)"), kUsage;
+    lo.domain.domain_id = static_cast<uint32_t>(d);
+  }
+  if (auto v = args.Get("cyclone-config")) lo.domain.config = *v;
+  if (auto v = args.Get("node-timeout")) lo.node_timeout = std::chrono::milliseconds(std::atoll(v->c_str()));
+  if (auto v = args.Get("drain")) lo.drain_timeout = std::chrono::milliseconds(std::atoll(v->c_str()));
+  lo.prompt_tokens = model_options.prompt_tokens;
+  lo.progress = [](const std::string& line) { std::fprintf(stderr, "ari-sim replay: %s\n", line.c_str()); };
+  auto report = ari::sim::ReplayLive(log, lo);
+  if (!report) return Fail("replay", report.error().message);
+  report->log_name = std::filesystem::path(log_path).filename().string();
+  std::fputs(ari::sim::ReportToText(*report).c_str(), stdout);
+  int missing = 0;
+  for (const auto& r : report->requests) missing += r.status == "NO_TERMINAL";
+  std::printf("live replay: %.0f s of log in %.1f s wall (time scale %g), %zu requests, %d without terminal\n",
+              report->summary.duration_s, report->summary.wall_s, report->time_scale,
+              report->requests.size(), missing);
+  if (auto j = args.Get("json")) {
+    if (auto r = WriteFile(*j, ari::sim::ReportToJson(*report)); !r) return Fail("replay", r.error().message);
+  }
+  if (auto h = args.Get("html")) {
+    if (auto r = WriteFile(*h, ari::sim::ReportToHtml(*report)); !r) return Fail("replay", r.error().message);
+  }
+  if (auto cal = args.Get("calibration")) {
+    const dl::DriveLog same_work = ari::sim::WithMeasuredTokens(log, *report);
+    auto model = ari::sim::ReplayModel(same_work, model_options);
+    if (!model) return Fail("replay", "model mode: " + model.error().message);
+    model->log_name = report->log_name;
+    if (auto mj = args.Get("model-json")) {
+      if (auto r = WriteFile(*mj, ari::sim::ReportToJson(*model)); !r) return Fail("replay", r.error().message);
+    }
+    const ari::sim::Calibration c = ari::sim::CompareReports(*report, *model);
+    std::fputs(ari::sim::CalibrationToText(c).c_str(), stdout);
+    if (auto r = WriteFile(*cal, ari::sim::CalibrationToJson(c)); !r) return Fail("replay", r.error().message);
+  }
+  if (missing > 0) return kProblems;
+  return log_clean ? kOk : kProblems;
+}
+
 int CmdReplay(std::span<char* const> argv) {
-  static constexpr std::string_view kKnown[] = {"log", "mode", "policy", "cost", "json", "html",
-                                                "slots"};
+  static constexpr std::string_view kKnown[] = {
+      "log", "mode", "policy", "cost", "json", "html", "slots", "time-scale", "domain",
+      "cyclone-config", "calibration", "model-json", "node-timeout", "drain", "tokenizer"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("replay", args.error().message), kUsage;
   const auto log_path = args->Get("log");
   if (!log_path || !args->positional.empty()) {
-    return Fail("replay", "usage: ari-sim replay --log LOG [--mode model] [--policy P] [--cost C] "
-                          "[--json OUT] [--html OUT]"), kUsage;
+    return Fail("replay", "usage: ari-sim replay --log LOG [--mode model|live] [--policy P] [--cost C] "
+                          "[--json OUT] [--html OUT] (see ari-sim help)"), kUsage;
   }
   const std::string mode = args->Get("mode").value_or("model");
-  if (mode == "live") {
-    return Fail("replay", "--mode live is not implemented in this build (use --mode model)"), kUsage;
+  if (mode != "model" && mode != "live") return Fail("replay", "--mode must be model or live"), kUsage;
+  if (mode == "model") {
+    for (const char* f : {"time-scale", "domain", "cyclone-config", "calibration", "model-json",
+                          "node-timeout", "drain"}) {
+      if (args->Get(f)) return Fail("replay", std::string("--") + f + " needs --mode live"), kUsage;
+    }
   }
-  if (mode != "model") return Fail("replay", "--mode must be model or live"), kUsage;
   std::vector<ari::sim::CorruptRecord> corrupt;
   auto log = ari::sim::LoadDriveLog(*log_path, &corrupt);
   if (!log) return Fail("replay", log.error().message);
@@ -295,6 +358,18 @@ int CmdReplay(std::span<char* const> argv) {
   o.policy = &*policy;
   o.cost = &*cost;
   if (auto sl = args->Get("slots")) o.slots = std::atoi(sl->c_str());
+  std::unique_ptr<ari::runtime::Model> tokenizer_model;
+  if (auto t = args->Get("tokenizer")) {  // prompt tokens as the node counts them
+    auto m = ari::runtime::Model::Load(*t);
+    if (!m) return Fail("replay", "--tokenizer: " + m.error().ToString());
+    tokenizer_model = std::move(*m);
+    const ari::runtime::Tokenizer* tok = tokenizer_model->tokenizer();
+    o.prompt_tokens = [tok](const std::string& p) {
+      auto ids = tok->Encode(p, ari::runtime::EncodeOptions{});
+      return ids ? static_cast<int>(ids->size()) : static_cast<int>((p.size() + 3) / 4) + 8;
+    };
+  }
+  if (mode == "live") return LiveReplay(*args, *log, *log_path, *policy, o, corrupt.empty());
   auto report = ari::sim::ReplayModel(*log, o);
   if (!report) return Fail("replay", report.error().message);
   report->log_name = std::filesystem::path(*log_path).filename().string();
@@ -357,7 +432,13 @@ constexpr Command kCommands[] = {
     {"scenarios", "scenarios          list the scenario names", CmdScenarios},
     {"replay", "replay --log LOG [--mode model] [--policy P] [--cost C] [--json OUT] [--html OUT]\n"
                "                     simulate the log in virtual time (real scheduler + governor,\n"
-               "                     cost model, RC thermal model); --mode live: not in this build",
+               "                     cost model, RC thermal model)\n"
+               "  replay --log LOG --mode live [--time-scale X] [--domain D] [--cyclone-config F]\n"
+               "         [--policy P] [--json OUT] [--html OUT] [--node-timeout MS] [--drain MS]\n"
+               "         [--calibration CAL.json [--cost C] [--model-json OUT] [--tokenizer MODEL.gguf]]\n"
+               "                     publish the log to a running ari-node over DDS (environment on\n"
+               "                     ari/v1/sim_environment) and record every chunk; --calibration:\n"
+               "                     also replay in model mode and report the prediction error",
      CmdReplay},
     {"cost", "cost BENCH.json... -o COST.json [--layers N] [--isa T] [--efficiency-speed X]\n"
              "                     cost model from ari-perf/ari-bench --json output",

@@ -68,8 +68,12 @@ TEST_F(ReplayCli, ReplayWritesReports) {
   const auto json2 = Tmp() / "r2.json";
   ASSERT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --json " + json2.string()).code, 0);
   EXPECT_EQ(Slurp(json), Slurp(json2));
-  // Errors: live mode not in this build, missing log.
-  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode live").code, 2);
+  // Errors: bad live-mode options (usage, before any DDS), live flags in model mode,
+  // missing log. (Live mode against a real node: tests/sim/live_replay_test.cc.)
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode live --time-scale 0").code, 2);
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode live --domain 999").code, 2);
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --time-scale 2").code, 2);
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode bogus").code, 2);
   CliRun missing = Exec(Bin("ari-sim"), "replay --log /nonexistent.pb");
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.err.find("nonexistent"), std::string::npos);
