@@ -7,30 +7,15 @@
 #include <limits>
 #include <utility>
 
+#include "qos/scheduler_live.h"
+
 namespace ari::qos {
 
 namespace {
-constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+constexpr int64_t kNever = kSchedNever;
 
 std::string_view StopText(runtime::StopReason r) { return runtime::StopReasonName(r); }
 }  // namespace
-
-struct Scheduler::Live {
-  SchedRequest req;
-  uint64_t seq = 0;
-  int64_t admitted_ns = 0;
-  int64_t deadline_ns = kNever;
-  bool started = false;  // holds a slot, turn started
-  int32_t slot = -1;
-  bool on_fallback = false;  // the slot is on the fallback engine
-  int64_t waiting_since_ns = 0;  // aging of a started (preempted) request
-  int32_t generated = 0;
-  uint32_t chunk_seq = 0;
-  bool degraded = false;
-  bool deadline_missed = false;
-  int64_t first_chunk_ns = -1;
-  int64_t first_token_ns = -1;
-};
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions options) {
   if (!options.policy || !options.engine || !options.clock || !options.sink) {
@@ -179,119 +164,6 @@ void Scheduler::Deliver() {
     sink_.OnTerminal(p.event);
   }
   deliver_.clear();
-}
-
-void Scheduler::ApplyCancelsAndDeadlines(int64_t now) {
-  for (uint64_t id : cancels_) Finish(id, TerminalStatus::kCancelled, "cancelled");
-  cancels_.clear();
-  while (auto e = queue_.PopExpired(now)) {
-    Live* r = Find(e->id);
-    if (!r) continue;
-    if (policy_.Class(r->req.urgency).deadline_miss == DeadlineMissAction::kStop) {
-      Finish(e->id, TerminalStatus::kDeadlineMissed, "deadline passed while queued");
-    } else {
-      r->degraded = r->deadline_missed = true;
-      r->deadline_ns = kNever;
-      QueueEntry again = *e;
-      again.deadline_ns = kNever;
-      if (!queue_.Push(again).accepted()) {
-        Finish(e->id, TerminalStatus::kDeadlineMissed, "deadline passed while queued");
-      }
-    }
-  }
-  for (size_t i = 0; i < live_.size();) {
-    Live& r = *live_[i];
-    if (r.started && r.deadline_ns < now) {
-      if (policy_.Class(r.req.urgency).deadline_miss == DeadlineMissAction::kStop) {
-        Finish(r.req.id, TerminalStatus::kDeadlineMissed, "deadline passed while running");
-        continue;  // live_[i] now holds another request
-      }
-      r.degraded = r.deadline_missed = true;
-      r.deadline_ns = kNever;
-    }
-    ++i;
-  }
-}
-
-Scheduler::OrderKey Scheduler::Key(const Live& r, int64_t now) const {
-  QueueEntry e{r.req.id, r.req.urgency, r.deadline_ns,
-               r.started ? r.waiting_since_ns : r.admitted_ns, r.seq};
-  return OrderKey{queue_.EffectiveRank(e, now), -Rank(r.req.urgency), r.deadline_ns, r.seq};
-}
-
-int Scheduler::FindSlotFor(const Live& r, bool* keep_context) const {
-  *keep_context = false;
-  const std::vector<Slot>& slots = SlotsOf(fallback_route_);
-  if (r.req.session_id != 0) {
-    for (const Slot& s : slots_) {
-      if (s.session == r.req.session_id && s.running != 0) return -1;  // previous turn runs
-    }
-    for (const Slot& s : fb_slots_) {
-      if (s.session == r.req.session_id && s.running != 0) return -1;
-    }
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (slots[i].session == r.req.session_id) {
-        *keep_context = true;
-        return static_cast<int>(i);
-      }
-    }
-  }
-  int best = -1;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const Slot& s = slots[i];
-    if (s.running != 0) continue;
-    if (s.session == 0) return static_cast<int>(i);  // free
-    if (best < 0) {
-      best = static_cast<int>(i);
-      continue;
-    }
-    const Slot& b = slots[static_cast<size_t>(best)];
-    // Evict the lowest urgency first, then the least recently used.
-    if (Rank(s.last_urgency) > Rank(b.last_urgency) ||
-        (s.last_urgency == b.last_urgency && s.last_used_ns < b.last_used_ns)) {
-      best = static_cast<int>(i);
-    }
-  }
-  return best;
-}
-
-Scheduler::Live* Scheduler::Pick(int64_t now, int* slot, bool* keep_context) {
-  Live* best = nullptr;
-  OrderKey best_key{};
-  for (const auto& lp : live_) {
-    Live& r = *lp;
-    if (not_before_[Rank(r.req.urgency)] > now) continue;  // paced
-    bool keep = false;
-    int s = r.started ? r.slot : FindSlotFor(r, &keep);
-    if (s < 0) continue;  // waits for a slot
-    const OrderKey k = Key(r, now);
-    if (!best || k < best_key) {
-      best = &r;
-      best_key = k;
-      *slot = s;
-      *keep_context = keep;
-    }
-  }
-  return best;
-}
-
-int64_t Scheduler::NextStep(int64_t now) const {
-  if (live_.empty()) return kNever;
-  int64_t next = kNever;
-  bool any_ready = false;
-  for (const auto& lp : live_) {
-    const Live& r = *lp;
-    const int64_t nb = not_before_[Rank(r.req.urgency)];
-    if (nb > now) {
-      next = std::min(next, nb);
-    } else {
-      bool keep = false;
-      if (r.started || FindSlotFor(r, &keep) >= 0) any_ready = true;
-    }
-    if (r.deadline_ns != kNever) next = std::min(next, r.deadline_ns + 1);
-  }
-  if (any_ready) return now;
-  return std::max(next, now + 1);
 }
 
 StepResult Scheduler::Step() {

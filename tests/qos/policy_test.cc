@@ -233,8 +233,8 @@ TEST(PolicyTest, UnknownBandInRule) {
 }
 
 TEST(PolicyTest, ZeroChunkSizes) {
-  std::string text = EditLine(DefaultText(), kNormalHot, "prefill_chunk: 32", "prefill_chunk: 0");
-  text = EditLine(text, kNormalHot, "decode_tokens_per_chunk: 4", "decode_tokens_per_chunk: 0");
+  std::string text = EditLine(DefaultText(), kNormalHot, "prefill_chunk: 8 ", "prefill_chunk: 0 ");
+  text = EditLine(text, kNormalHot, "decode_tokens_per_chunk: 1 ", "decode_tokens_per_chunk: 0 ");
   const int line = LineOf(text, kNormalHot);
   ExpectInvalid(text, "knobs[10].knobs.prefill_chunk", line, "0 must be >= 1");
   ExpectInvalid(text, "knobs[10].knobs.decode_tokens_per_chunk", line, "0 must be >= 1");

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -211,6 +212,109 @@ TEST_F(SchedulerEngine, CriticalPreemptsPrefillAndNormalResumesIdentically) {
   EXPECT_TRUE(sink.EndedOnce(3, TerminalStatus::kDone));
   ASSERT_TRUE(sink.EndedOnce(2, TerminalStatus::kDone));
   EXPECT_EQ(sink.tokens[2], reference);  // resumed in its own slot: same tokens, same seed
+}
+
+// Moves virtual time by each chunk's engine-reported compute time, so the scheduler's
+// clock (admission, first token) is made of engine chunk times only. `mid`, when set,
+// runs once halfway through the next chunk: a request arriving while a chunk computes.
+class EngineTimeRunner final : public runtime::ChunkRunner {
+ public:
+  EngineTimeRunner(runtime::Engine& e, thermal::ManualClock& clock) : e_(e), clock_(clock) {}
+  int32_t num_slots() const override { return e_.num_slots(); }
+  runtime::Result<void> StartTurn(int32_t slot, const runtime::TurnSpec& t) override {
+    return e_.StartTurn(slot, t);
+  }
+  runtime::Result<runtime::ChunkResult> RunChunk(int32_t slot,
+                                                 const runtime::ChunkKnobs& k) override {
+    auto r = e_.RunChunk(slot, k);
+    if (!r) return r;
+    const int64_t half = r->compute_ns / 2;
+    if (mid) {
+      clock_.AdvanceNs(half);
+      auto f = std::move(mid);
+      mid = nullptr;
+      f();
+      clock_.AdvanceNs(r->compute_ns - half);
+    } else {
+      clock_.AdvanceNs(r->compute_ns);
+    }
+    return r;
+  }
+  std::function<void()> mid;
+
+ private:
+  runtime::Engine& e_;
+  thermal::ManualClock& clock_;
+};
+
+// The latency rule in engine time: a CRITICAL request that arrives halfway
+// through a NORMAL prefill chunk gets its first token after the rest of that chunk plus
+// its own chunks up to the first token, nothing else (no second NORMAL chunk, no NORMAL
+// pacing pause), and so within one NORMAL chunk time plus its own prefill.
+TEST_F(SchedulerEngine, PreemptionLatencyIsRestOfChunkInFlightPlusOwnPrefill) {
+  auto engine = MakeEngine(true);
+  ASSERT_TRUE(engine);
+  Policy p = testing::TestPolicy(/*prefill=*/32, /*decode=*/4);
+  for (auto* t : {&p.knobs[0], &p.conservative}) {
+    (*t)[Rank(Urgency::kNormal)].core_class = CoreClass::kAny;
+    (*t)[Rank(Urgency::kNormal)].threads = 2;
+    (*t)[Rank(Urgency::kNormal)].pause_ms = 50;  // must not delay CRITICAL
+  }
+  RecordingSink sink;
+  thermal::ManualClock clock;
+  EngineTimeRunner runner(*engine, clock);
+  SchedulerOptions o;
+  o.policy = &p;
+  o.engine = &runner;
+  o.clock = &clock;
+  o.sink = &sink;
+  o.topology = testing::TwoCpuTopology();
+  o.max_prefill_chunk = 64;
+  auto created = Scheduler::Create(o);
+  ASSERT_TRUE(created.has_value());
+  Scheduler& s = **created;
+  ASSERT_EQ(s.Submit(MakeRequest(1, Urgency::kNormal, 300, 8)), SubmitStatus::kAdmitted);
+  auto step = [&] {
+    StepResult r = s.Step();
+    if (!r.ran && r.next_step_ns != INT64_MAX && r.next_step_ns > clock.NowNs()) {
+      clock.SetNs(r.next_step_ns);
+    }
+    return r;
+  };
+  while (sink.steps.size() < 2) step();  // two NORMAL prefill chunks (paced in between)
+  int64_t arrival = -1;
+  runner.mid = [&] {
+    arrival = clock.NowNs();
+    ASSERT_EQ(s.Submit(MakeRequest(2, Urgency::kCritical, 24, 6)), SubmitStatus::kAdmitted);
+  };
+  size_t in_flight = 0;
+  while (arrival < 0) {
+    if (step().ran) in_flight = sink.steps.size() - 1;
+  }
+  ASSERT_EQ(sink.steps[in_flight].id, 1u);
+  ASSERT_EQ(sink.steps[in_flight].phase, runtime::ChunkPhase::kPrefill);
+  for (int i = 0; i < 2000 && !sink.TerminalCount(2); ++i) step();
+  ASSERT_TRUE(sink.EndedOnce(2, TerminalStatus::kDone));
+
+  const int64_t chunk_ns = sink.steps[in_flight].compute_ns;
+  const int64_t rest_ns = chunk_ns - chunk_ns / 2;
+  int64_t own_ns = 0, max_normal_chunk_ns = 0;
+  bool first_token = false;
+  for (size_t i = 0; i < sink.steps.size(); ++i) {
+    const StepInfo& st = sink.steps[i];
+    if (st.id == 1) max_normal_chunk_ns = std::max(max_normal_chunk_ns, st.compute_ns);
+    if (i <= in_flight || first_token) continue;
+    EXPECT_EQ(st.id, 2u) << "a NORMAL chunk ran before the CRITICAL request's first token";
+    own_ns += st.compute_ns;
+    first_token = st.new_tokens > 0;
+  }
+  ASSERT_TRUE(first_token);
+  const int64_t ttft = sink.terminals[2][0].ev.first_token_ns;
+  EXPECT_EQ(ttft, rest_ns + own_ns);
+  EXPECT_LE(ttft, max_normal_chunk_ns + own_ns);
+  // The NORMAL request then resumes and finishes.
+  for (int i = 0; i < 5000 && !sink.TerminalCount(1); ++i) step();
+  EXPECT_TRUE(sink.EndedOnce(1, TerminalStatus::kDone));
 }
 
 // A settable temperature.

@@ -136,6 +136,36 @@ TEST(Scheduler, CriticalPreemptsNormalWhichResumesIdentically) {
   }
 }
 
+// The same while the NORMAL request is decoding: CRITICAL runs at the next boundary,
+// the NORMAL answer continues in its own slot with the same tokens as alone.
+TEST(Scheduler, CriticalPreemptsNormalDecodingWhichResumesIdentically) {
+  Rig ref;
+  ASSERT_EQ(ref.sched->Submit(MakeRequest(1, Urgency::kNormal, 8, 24)), SubmitStatus::kAdmitted);
+  ref.RunAll();
+  ASSERT_TRUE(ref.sink.EndedOnce(1, TerminalStatus::kDone));
+
+  Rig rig;
+  ASSERT_EQ(rig.sched->Submit(MakeRequest(1, Urgency::kNormal, 8, 24)), SubmitStatus::kAdmitted);
+  while (rig.sink.tokens[1].size() < 8) ASSERT_TRUE(rig.sched->Step().ran);
+  ASSERT_EQ(rig.sink.steps.back().phase, runtime::ChunkPhase::kDecode);
+  ASSERT_EQ(rig.sched->Submit(MakeRequest(2, Urgency::kCritical, 8, 8)), SubmitStatus::kAdmitted);
+  const size_t mark = rig.sink.steps.size();
+  rig.RunAll();
+  bool critical_done = false;
+  for (size_t i = mark; i < rig.sink.steps.size(); ++i) {
+    const StepInfo& st = rig.sink.steps[i];
+    if (!critical_done) {
+      EXPECT_EQ(st.id, 2u) << "step " << i;
+    }
+    if (st.id == 2 && st.finished) critical_done = true;
+  }
+  EXPECT_TRUE(critical_done);
+  EXPECT_TRUE(rig.sink.EndedOnce(1, TerminalStatus::kDone));
+  EXPECT_TRUE(rig.sink.EndedOnce(2, TerminalStatus::kDone));
+  EXPECT_EQ(rig.sink.tokens[1], ref.sink.tokens[1]);
+  EXPECT_EQ(rig.engine.starts, 2);  // the NORMAL turn was not restarted
+}
+
 TEST(Scheduler, CancelQueuedPrefillingAndDecoding) {
   Rig rig(testing::TestPolicy(), 3);
   ASSERT_EQ(rig.sched->Submit(MakeRequest(1, Urgency::kNormal, 64, 8)), SubmitStatus::kAdmitted);
