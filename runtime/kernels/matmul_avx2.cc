@@ -9,9 +9,7 @@
 //   fma(float(isum - 8 sum), d_w * d_a, acc): bit-identical to the scalar reference.
 // GEMV: software prefetch a few tiles ahead (measured +15-25 % W4A8 streaming, see
 // docs/benchmarks.md "Profile" 2); prefetches never fault, so reading past the end is safe.
-// GEMM blocking: rows are processed in chunks of about kChunkWeightBytes of packed weights
-// (kept in L2); inside a chunk, token tiles of kTokenTile sweep all row blocks. Every weight
-// byte is read from memory once per call, activations once per row chunk.
+// The GEMMs (prefill) live in gemm_w8a16_avx2.cc and gemm_w4a8_avx2.cc.
 #include <immintrin.h>
 
 #include <cstring>
@@ -21,12 +19,9 @@
 namespace ari::runtime::kernels::internal {
 namespace {
 
-constexpr int64_t kChunkWeightBytes = 256 * 1024;
 // GEMV software prefetch distance (bytes ahead in the row block's tile stream).
 constexpr int64_t kW4PrefetchBytes = 8 * kW4TileBytes;
 constexpr int64_t kW8PrefetchBytes = 4 * kW8TileBytes;
-constexpr int kTokenTile = 4;    // W4A8 GEMM: tokens per tile (8 rows x 4 tokens)
-constexpr int kW8TokenTile = 4;  // W8A16 GEMM: 2 rows x 4 tokens per register tile
 
 // Local min/max: no std:: templates in ISA-specific files (see kernel_tiers.h).
 inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -102,78 +97,6 @@ void GemvW8A16Avx2(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r
   }
 }
 
-// Rows i, i+1 of one row block against NT tokens (same per-(row, token) operations as
-// GemvW8A16Avx2).
-template <int NT>
-void W8PairTile(const std::byte* block, int64_t groups, int i, const uint16_t* const* xt,
-                float out[2][kW8TokenTile]) {
-  __m256 acc0[NT], acc1[NT];
-  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
-  const std::byte* tile = block;
-  for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-    const std::byte* q0 = tile + 16 + 32 * i;
-    const std::byte* q1 = q0 + 32;
-    __m256 s0[NT], s1[NT];
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m256 w0 = LoadQ8(q0 + 8 * c);
-      const __m256 w1 = LoadQ8(q1 + 8 * c);
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-        const __m256 xv = LoadF16x8(xt[t] + g * kGroup + 8 * c);
-        s0[t] = c == 0 ? _mm256_mul_ps(w0, xv) : _mm256_fmadd_ps(w0, xv, s0[t]);
-        s1[t] = c == 0 ? _mm256_mul_ps(w1, xv) : _mm256_fmadd_ps(w1, xv, s1[t]);
-      }
-    }
-    const __m256 d0 = ScaleF16(tile + 2 * i);
-    const __m256 d1 = ScaleF16(tile + 2 * i + 2);
-    for (int t = 0; t < NT; ++t) {
-      acc0[t] = _mm256_fmadd_ps(s0[t], d0, acc0[t]);
-      acc1[t] = _mm256_fmadd_ps(s1[t], d1, acc1[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) {
-    out[0][t] = Hsum(acc0[t]);
-    out[1][t] = Hsum(acc1[t]);
-  }
-}
-
-void GemmW8A16Avx2(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n,
-                   float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW8TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n; t0 += kW8TokenTile) {
-      const int nt = static_cast<int>(Min64(kW8TokenTile, n - t0));
-      const uint16_t* xt[kW8TokenTile];
-      for (int t = 0; t < kW8TokenTile; ++t) xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
-      for (int64_t b = cb; b < ce; ++b) {
-        const std::byte* block = w.data + b * block_bytes;
-        for (int i = 0; i < kRowInterleave; i += 2) {
-          const int64_t row = b * kRowInterleave + i;
-          if (row + 1 < r0 || row >= r1) continue;
-          float out[2][kW8TokenTile];
-          switch (nt) {
-            case 4: W8PairTile<4>(block, groups, i, xt, out); break;
-            case 3: W8PairTile<3>(block, groups, i, xt, out); break;
-            case 2: W8PairTile<2>(block, groups, i, xt, out); break;
-            default: W8PairTile<1>(block, groups, i, xt, out); break;
-          }
-          for (int p = 0; p < 2; ++p) {
-            if (row + p < r0 || row + p >= r1) continue;
-            for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + row + p] = out[p][t];
-          }
-        }
-      }
-    }
-  }
-}
-
 // ---------------------------------------------------------------- W4A8
 
 inline void UnpackW4(const std::byte* nibbles, __m256i lo[4], __m256i hi[4]) {
@@ -232,59 +155,13 @@ void GemvW4A8Avx2(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0
   }
 }
 
-template <int NT>
-void W4BlockTile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt,
-                 __m256 acc[kTokenTile]) {
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  const std::byte* tile = block;
-  for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
-    __m256i lo[4], hi[4];
-    UnpackW4(tile + 16, lo, hi);
-    const __m256 dw = LoadScales(tile);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8A& a = xt[t][g];
-      acc[t] = W4Accumulate(DotW4(lo, hi, a), a, dw, acc[t]);
-    }
-  }
-}
-
-void GemmW4A8Avx2(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n,
-                  float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW4TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-      const int nt = static_cast<int>(Min64(kTokenTile, n - t0));
-      const BlockQ8A* xt[kTokenTile];
-      for (int t = 0; t < kTokenTile; ++t) xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
-      for (int64_t b = cb; b < ce; ++b) {
-        const std::byte* block = w.data + b * block_bytes;
-        __m256 acc[kTokenTile];
-        switch (nt) {
-          case 4: W4BlockTile<4>(block, groups, xt, acc); break;
-          case 3: W4BlockTile<3>(block, groups, xt, acc); break;
-          case 2: W4BlockTile<2>(block, groups, xt, acc); break;
-          default: W4BlockTile<1>(block, groups, xt, acc); break;
-        }
-        for (int t = 0; t < nt; ++t) StoreRows(acc[t], y + (t0 + t) * ldy, b, r0, r1);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 namespace avx2 {
 void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) { GemvW8A16Avx2(w, x, y, r0, r1); }
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmW8A16Avx2(w, x, ldx, n, y, ldy, r0, r1); }
+// GemmW8A16: runtime/kernels/gemm_w8a16_avx2.cc
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) { GemvW4A8Avx2(w, x, y, r0, r1); }
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmW4A8Avx2(w, x, ldx, n, y, ldy, r0, r1); }
+// GemmW4A8: runtime/kernels/gemm_w4a8_avx2.cc
 }  // namespace avx2
 
 }  // namespace ari::runtime::kernels::internal

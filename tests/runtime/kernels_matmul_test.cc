@@ -130,7 +130,7 @@ TEST_P(MatmulPathTest, GemmMatchesScalarReference) {
   std::mt19937 rng(2);
   for (int64_t cols : {32L, 172L, 2048L}) {
     for (int64_t rows : {3L, 16L, 67L}) {
-      for (int64_t n : {1L, 4L, 7L, 13L}) {
+      for (int64_t n : {1L, 4L, 7L, 10L, 13L}) {  // AVX2 W4A8: 6/4/1-3 token tiles
         SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) +
                      " n " + std::to_string(n));
         const Matrix m(rng, rows, cols, 3);
@@ -186,7 +186,7 @@ TEST_P(MatmulTierTest, RowRangesWriteOnlyTheirRows) {
   std::mt19937 rng(4);
   const int64_t rows = 67, cols = 96;
   const Matrix m(rng, rows, cols, 2);
-  const Acts a(rng, 5, cols);
+  const Acts a(rng, 11, cols);  // AVX2 W4A8 GEMM: one 6-, one 4- and one 1-token tile
   const int64_t cuts[] = {0, 3, 16, 29, 30, 64, 67};
   for (bool w4 : {false, true}) {
     SCOPED_TRACE(w4 ? "W4A8" : "W8A16");
