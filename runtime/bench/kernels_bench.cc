@@ -22,11 +22,17 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/bench/read_sum.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/pack.h"
 
 namespace ari::runtime::kernels {
 namespace {
+
+using bench::SumScalar;
+#if defined(__x86_64__)
+using bench::SumAvx2;
+#endif
 
 constexpr size_t kStreamBytes = size_t{256} << 20;
 
@@ -138,35 +144,7 @@ void BmGemm(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t ro
 }
 
 // Single-thread streaming read of a 512 MiB buffer (sum of 64-bit words, 4 x 256-bit
-// accumulators when AVX2 is available).
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) uint64_t SumAvx2(const std::byte* p, size_t bytes) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < bytes; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  alignas(32) uint64_t v[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(v), s);
-  return v[0] + v[1] + v[2] + v[3];
-}
-#endif
-
-uint64_t SumScalar(const std::byte* p, size_t bytes) {  // any CPU
-  uint64_t s0 = 0, s1 = 0;
-  for (size_t i = 0; i < bytes; i += 16) {
-    uint64_t a, b;
-    std::memcpy(&a, p + i, 8);
-    std::memcpy(&b, p + i + 8, 8);
-    s0 += a;
-    s1 += b;
-  }
-  return s0 + s1;
-}
-
+// accumulators when AVX2 is available; runtime/bench/read_sum.h).
 void BmMemRead(benchmark::State& state) {
   const size_t bytes = size_t{512} << 20;
   static Buffer buf = [&] {

@@ -118,6 +118,25 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeou
   return cond();
 }
 
+// A random-weight "tiny" F16 model with the vocabulary of `vocab_from`.
+bool WriteTinyF16(const std::filesystem::path& vocab_from, const std::filesystem::path& out) {
+  auto preset = runtime::FindSynthPreset("tiny");
+  if (!preset) return false;
+  runtime::SynthOptions so;
+  so.preset = *preset;
+  so.type = runtime::TensorType::kF16;
+  return runtime::WriteSynthModel(so, vocab_from, out).has_value();
+}
+
+runtime::EngineOptions SmallEngine(const std::filesystem::path& model) {
+  runtime::EngineOptions eo;
+  eo.model_path = model;
+  eo.slots = 1;
+  eo.context_length = 128;
+  eo.threads = 1;
+  return eo;
+}
+
 class NodeFallback : public ::testing::Test {};
 
 TEST_F(NodeFallback, NewRequestsGoToTheFallbackWhichIsUnmappedAfterThePressure) {
@@ -273,22 +292,11 @@ TEST_F(NodeFallback, IncompatibleVocabularyIsRefusedAndTheMainModelServes) {
   const auto main_model = Stories260K(dir);
   const auto other_vocab = ModelFile("vocab/ggml-vocab-llama-spm.gguf");
   if (main_model.empty() || other_vocab.empty()) GTEST_SKIP() << "models absent";
-  auto preset = runtime::FindSynthPreset("tiny");
-  ASSERT_TRUE(preset.has_value());
-  runtime::SynthOptions so;
-  so.preset = *preset;
-  so.type = runtime::TensorType::kF16;
   const auto fb_model = dir / "other-vocab.gguf";
-  ASSERT_TRUE(runtime::WriteSynthModel(so, other_vocab, fb_model).has_value());
-  runtime::EngineOptions eo;
-  eo.model_path = main_model;
-  eo.slots = 1;
-  eo.context_length = 128;
-  eo.threads = 1;
-  auto main_engine = runtime::Engine::Create(eo);
+  ASSERT_TRUE(WriteTinyF16(other_vocab, fb_model));
+  auto main_engine = runtime::Engine::Create(SmallEngine(main_model));
   ASSERT_TRUE(main_engine.has_value());
-  eo.model_path = fb_model;
-  component::FallbackModel fb(eo, (*main_engine)->model().tokenizer());
+  component::FallbackModel fb(SmallEngine(fb_model), (*main_engine)->model().tokenizer());
   auto e = fb.Acquire();
   ASSERT_FALSE(e.has_value());
   EXPECT_NE(e.error().ToString().find("vocabulary size 32000 != main model's 512"),
@@ -303,22 +311,11 @@ TEST_F(NodeFallback, ChangedFallbackFileFailsTurnsInsteadOfFaulting) {
   const auto dir = TempDir("node_fallback_guard");
   const auto main_model = Stories260K(dir);
   if (main_model.empty()) GTEST_SKIP() << "stories260K absent";
-  auto preset = runtime::FindSynthPreset("tiny");
-  ASSERT_TRUE(preset.has_value());
-  runtime::SynthOptions so;
-  so.preset = *preset;
-  so.type = runtime::TensorType::kF16;
   const auto fb_model = dir / "guarded-fallback.gguf";
-  ASSERT_TRUE(runtime::WriteSynthModel(so, main_model, fb_model).has_value());
-  runtime::EngineOptions eo;
-  eo.model_path = main_model;
-  eo.slots = 1;
-  eo.context_length = 128;
-  eo.threads = 1;
-  auto main_engine = runtime::Engine::Create(eo);
+  ASSERT_TRUE(WriteTinyF16(main_model, fb_model));
+  auto main_engine = runtime::Engine::Create(SmallEngine(main_model));
   ASSERT_TRUE(main_engine.has_value());
-  eo.model_path = fb_model;
-  component::FallbackModel fb(eo, (*main_engine)->model().tokenizer());
+  component::FallbackModel fb(SmallEngine(fb_model), (*main_engine)->model().tokenizer());
   auto runner = fb.Acquire();
   ASSERT_TRUE(runner.has_value()) << runner.error().ToString();
   const std::vector<runtime::TokenId> prompt = {1, 403, 407};
