@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <tuple>
@@ -70,6 +71,37 @@ int Family(std::string_view isa) {
   return -1;
 }
 
+// An optional object field of numbers with known keys ("nominal_khz",
+// "freq_sensitivity"): each present key's value goes to its target.
+Result<void> NumberObject(const pb::Value& obj, const std::string& name,
+                          std::initializer_list<std::pair<const char*, double*>> keys,
+                          const std::string& origin) {
+  const pb::Value* v = Field(obj, name);
+  if (!v) return {};
+  std::string expected;
+  for (const auto& [k, target] : keys) expected += (expected.empty() ? "" : ", ") + std::string(k);
+  if (v->kind_case() != pb::Value::kStructValue) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     origin + ": \"" + name + "\" must be an object {" + expected + "}");
+  }
+  for (const auto& [k, x] : v->struct_value().fields()) {
+    double* target = nullptr;
+    for (const auto& [key, t] : keys) {
+      if (k == key) target = t;
+    }
+    if (!target) {
+      return MakeError(ErrorCode::kInvalidArgument, origin + ": \"" + name + "\": unknown key \"" +
+                                                        k + "\" (expected " + expected + ")");
+    }
+    if (x.kind_case() != pb::Value::kNumberValue) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       origin + ": \"" + name + "\"." + k + " must be a number");
+    }
+    *target = x.number_value();
+  }
+  return {};
+}
+
 }  // namespace
 
 std::map<std::string, double> DefaultIsaSpeed() {
@@ -79,8 +111,18 @@ std::map<std::string, double> DefaultIsaSpeed() {
           {"neon", 0.6},    {"neon_dotprod", 0.9}, {"neon_i8mm", 1.1}};
 }
 
+double CostModel::FrequencyFactor(runtime::ChunkPhase phase, bool efficiency,
+                                  uint32_t cap_khz) const {
+  const double nominal = efficiency ? nominal_khz_efficiency : nominal_khz_performance;
+  const double cap = static_cast<double>(cap_khz);
+  if (cap_khz == 0 || !(nominal > 0) || cap >= nominal) return 1.0;
+  const double sens = phase == runtime::ChunkPhase::kPrefill ? freq_sensitivity_prefill
+                                                             : freq_sensitivity_decode;
+  return 1.0 + sens * (nominal / cap - 1.0);
+}
+
 double CostModel::ChunkSeconds(const runtime::ChunkKnobs& knobs, runtime::ChunkPhase phase,
-                               int tokens, bool efficiency) const {
+                               int tokens, bool efficiency, uint32_t cap_khz) const {
   const int threads = std::max(1, knobs.threads);
   const std::string_view tier = runtime::kernels::IsaTierName(knobs.max_isa);
   const CostEntry* best = nullptr;
@@ -123,6 +165,10 @@ double CostModel::ChunkSeconds(const runtime::ChunkKnobs& knobs, runtime::ChunkP
     s *= keep_k / keep_e;
   }
   if (efficiency && efficiency_core_speed > 0) s /= efficiency_core_speed;
+  if (cap_khz != 0) {
+    const double f = FrequencyFactor(phase, efficiency, cap_khz);
+    if (f != 1.0) s *= f;
+  }
   return s;
 }
 
@@ -136,6 +182,14 @@ Result<void> CostModel::Validate() const {
   }
   for (const auto& [name, v] : isa_speed) {
     if (!(v > 0 && std::isfinite(v))) return bad("isa_speed[" + name + "] must be > 0");
+  }
+  if (!(nominal_khz_performance >= 0 && nominal_khz_performance < 1e8) ||
+      !(nominal_khz_efficiency >= 0 && nominal_khz_efficiency < 1e8)) {
+    return bad("nominal_khz values must be in [0, 1e8) kHz (0 = unknown)");
+  }
+  if (!(freq_sensitivity_prefill >= 0 && freq_sensitivity_prefill <= 1) ||
+      !(freq_sensitivity_decode >= 0 && freq_sensitivity_decode <= 1)) {
+    return bad("freq_sensitivity values must be in [0, 1]");
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const CostEntry& e = entries[i];
@@ -168,6 +222,20 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
   m.isa_speed = DefaultIsaSpeed();
   if (const pb::Value* is = Field(*v, "isa_speed"); is && is->has_struct_value()) {
     for (const auto& [k, x] : is->struct_value().fields()) m.isa_speed[k] = x.number_value();
+  }
+  if (auto ok = NumberObject(*v, "nominal_khz",
+                             {{"performance", &m.nominal_khz_performance},
+                              {"efficiency", &m.nominal_khz_efficiency}},
+                             o);
+      !ok) {
+    return std::unexpected(ok.error());
+  }
+  if (auto ok = NumberObject(*v, "freq_sensitivity",
+                             {{"prefill", &m.freq_sensitivity_prefill},
+                              {"decode", &m.freq_sensitivity_decode}},
+                             o);
+      !ok) {
+    return std::unexpected(ok.error());
   }
   const pb::Value* es = Field(*v, "entries");
   if (!es || !es->has_list_value()) return MakeError(ErrorCode::kInvalidArgument, o + ": \"entries\" list missing");
@@ -215,7 +283,17 @@ std::string CostModelToJson(const CostModel& m) {
     s += (first ? "" : ", ") + ("\"" + k + "\": " + Fmt(v));
     first = false;
   }
-  s += "},\n  \"entries\": [\n";
+  s += "},\n";
+  if (m.nominal_khz_performance > 0 || m.nominal_khz_efficiency > 0) {
+    s += "  \"nominal_khz\": {\"performance\": " + Fmt(m.nominal_khz_performance) +
+         ", \"efficiency\": " + Fmt(m.nominal_khz_efficiency) + "},\n";
+  }
+  if (m.freq_sensitivity_prefill != CostModel::kDefaultFreqSensitivityPrefill ||
+      m.freq_sensitivity_decode != CostModel::kDefaultFreqSensitivityDecode) {
+    s += "  \"freq_sensitivity\": {\"prefill\": " + Fmt(m.freq_sensitivity_prefill) +
+         ", \"decode\": " + Fmt(m.freq_sensitivity_decode) + "},\n";
+  }
+  s += "  \"entries\": [\n";
   for (size_t i = 0; i < m.entries.size(); ++i) {
     const CostEntry& e = m.entries[i];
     s += "    {\"precision\": \"" + std::string(runtime::PrecisionName(e.precision)) +

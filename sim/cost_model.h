@@ -11,18 +11,27 @@
 //   * ISA tier: time x isa_speed[entry isa] / isa_speed[effective tier], where the
 //     effective tier is the knob's tier capped by best_isa (the machine's best);
 //   * layer drop: time x (layers - drop) / layers when the entry has drop 0;
-//   * efficiency cores: time / efficiency_core_speed.
+//   * efficiency cores: time / efficiency_core_speed;
+//   * CPU frequency cap (model-mode replay of a log's cpu_frequency_cap events): when
+//     the cluster class the chunk runs on is capped below the nominal frequency the
+//     figures were measured at, time x 1 + s * (nominal_khz / cap_khz - 1), with s the
+//     phase's freq_sensitivity (prefill compute-bound ~1, decode memory-bound ~0.5).
+//     No nominal_khz for the class (0, the default) -> caps have no effect; a cap >=
+//     nominal (or 0 = uncapped) -> no effect (no boost above nominal is modeled).
 //
 // File format (JSON, docs/drive_logs.md "Cost model"):
 //   {"format": "ari-sim-cost-1", "source": "...", "layers": 24, "best_isa": "avx2",
 //    "thread_scaling": 0.8, "efficiency_core_speed": 0.5,
 //    "isa_speed": {"scalar": 0.1, "avx2": 1.0, "avx512vnni": 1.3, ...},
+//    "nominal_khz": {"performance": 2400000, "efficiency": 1800000},   (optional)
+//    "freq_sensitivity": {"prefill": 1.0, "decode": 0.5},              (optional)
 //    "entries": [{"precision": "w8a16", "threads": 2, "isa": "avx2", "layer_drop": 0,
 //                 "prefill_tps": 40.0, "chunk_overhead_ms": 12.0,
 //                 "decode_tps": 14.0, "decode_overhead_ms": 0.0}, ...]}
 // BuildCostModelFromBench() makes one from benchmark JSON objects.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -53,11 +62,24 @@ struct CostModel {
   double efficiency_core_speed = 0.5;
   std::map<std::string, double> isa_speed;  // tier name -> relative speed
   std::vector<CostEntry> entries;
+  // Frequency (kHz) the entries' figures correspond to, per cluster class; 0 = unknown
+  // (CPU frequency caps then have no effect on that class).
+  double nominal_khz_performance = 0;
+  double nominal_khz_efficiency = 0;
+  // Share of a chunk's time that scales with 1 / frequency, per phase, in [0, 1].
+  double freq_sensitivity_prefill = kDefaultFreqSensitivityPrefill;
+  double freq_sensitivity_decode = kDefaultFreqSensitivityDecode;
+  static constexpr double kDefaultFreqSensitivityPrefill = 1.0;  // compute-bound
+  static constexpr double kDefaultFreqSensitivityDecode = 0.5;   // memory-bound (assumed)
 
-  // Seconds one chunk of `tokens` tokens takes. `efficiency` = efficiency cores.
+  // Seconds one chunk of `tokens` tokens takes. `efficiency` = efficiency cores;
+  // `cap_khz` = the frequency cap in force on that cluster class (0 = none).
   double ChunkSeconds(const runtime::ChunkKnobs& knobs, runtime::ChunkPhase phase, int tokens,
-                      bool efficiency) const;
-  // Checks entries (>= 1, tps > 0, threads >= 1, overhead >= 0) and factors.
+                      bool efficiency, uint32_t cap_khz = 0) const;
+  // The time multiplier of a frequency cap (1 when it has no effect; see above).
+  double FrequencyFactor(runtime::ChunkPhase phase, bool efficiency, uint32_t cap_khz) const;
+  // Checks entries (>= 1, tps > 0, threads >= 1, overhead >= 0) and factors
+  // (nominal_khz >= 0, freq_sensitivity in [0, 1]).
   Result<void> Validate() const;
 };
 

@@ -2,6 +2,8 @@
 #include "sim/replay.h"
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -47,14 +49,13 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
   std::vector<int64_t> submit_ns, arrival_ns;   // by index
 
   // --- ChunkObserver: the RC load follows the chunks.
-  void OnChunkBegin(const runtime::ChunkKnobs& k, runtime::ChunkPhase, int tokens,
-                    double seconds) override {
+  void OnChunkBegin(const runtime::ChunkKnobs& k, runtime::ChunkPhase phase, int tokens,
+                    double seconds, bool eff, uint32_t cap_khz) override {
     thermal::RcLoad load;
     load.busy_fraction = 1.0;
     load.active_cores = std::max(1, k.threads);
     load.precision = k.precision == runtime::Precision::kW4A8 ? thermal::PowerPrecision::kW4A8
                                                                : thermal::PowerPrecision::kW8A16;
-    const bool eff = k.cpu_mask != 0 && (k.cpu_mask & ~eff_mask_) == 0;
     load.core_class = eff ? thermal::CoreClass::kEfficiency : thermal::CoreClass::kPerformance;
     AccountPower();
     rc_.SetLoad(load);
@@ -72,6 +73,20 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
     s.drop_tokens[d] += tokens;
     s.busy_s += seconds;
     ++s.chunks;
+    if (cap_khz != 0 && o_.cost->FrequencyFactor(phase, eff, cap_khz) != 1.0) {
+      s.capped_busy_s[eff ? 1 : 0] += seconds;
+    }
+    if (o_.on_chunk) {
+      ChunkTrace t;
+      t.t_s = NsToS(clock_.NowNs());
+      t.knobs = k;
+      t.phase = phase;
+      t.tokens = tokens;
+      t.seconds = seconds;
+      t.efficiency = eff;
+      t.cap_khz = cap_khz;
+      o_.on_chunk(t);
+    }
     in_chunk_ = true;
     chunk_end_ns_ = clock_.NowNs() + std::max<int64_t>(1, thermal::SecondsToNs(seconds));
   }
@@ -96,6 +111,18 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
       report_.summary.peak_die_c = t;
       report_.summary.peak_t_s = NsToS(clock_.NowNs());
     }
+  }
+  // Frequency caps in force from now on ([0] performance, [1] efficiency).
+  void SetCaps(const std::array<uint32_t, 2>& caps) {
+    AccountCaps();
+    caps_ = caps;
+  }
+  void AccountCaps() {
+    const int64_t now = clock_.NowNs();
+    for (size_t c = 0; c < 2; ++c) {
+      if (caps_[c] != 0) report_.summary.cap_time_s[c] += NsToS(now - last_cap_ns_);
+    }
+    last_cap_ns_ = now;
   }
   // Band and memory-band time up to now.
   void AccountBands() {
@@ -199,13 +226,31 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
   ReplayReport& report_;
   uint64_t eff_mask_ = 0;
   double idle_power_w_ = 0, power_w_ = 0;
-  int64_t last_power_ns_ = 0, last_band_ns_ = 0;
+  int64_t last_power_ns_ = 0, last_band_ns_ = 0, last_cap_ns_ = 0;
+  std::array<uint32_t, 2> caps_{};
   int band_ = 0, memory_band_ = -1;
   std::string last_reason_;
   int64_t next_sample_ = 0, last_sample_ns_ = 0, chunk_end_ns_ = 0;
   double busy_at_sample_ = 0;
   bool in_chunk_ = false;
 };
+
+// Caps per class ([0] performance, [1] efficiency) of one cpu_frequency_cap event; see
+// replay.h for the cluster -> class mapping.
+std::array<uint32_t, 2> ClassCaps(const dl::CpuFrequencyCap& event) {
+  std::array<uint32_t, 2> caps{};
+  for (const dl::ClusterCap& c : event.clusters()) {
+    std::string name = c.name();
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    bool eff = c.cluster() == 0;
+    if (name == "big" || name == "prime" || name == "performance") eff = false;
+    if (name == "little" || name == "efficiency") eff = true;
+    uint32_t& cap = caps[eff ? 1 : 0];
+    if (c.max_khz() != 0 && (cap == 0 || c.max_khz() < cap)) cap = c.max_khz();
+  }
+  return caps;
+}
 
 thermal::CpuTopology SimTopology(int perf, int eff) {
   thermal::CpuTopology t;
@@ -308,6 +353,10 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
         (void)source.SetAmbient(e.ambient_temperature().celsius());
       } else if (e.has_memory_available()) {
         mem_bytes = e.memory_available().bytes();
+      } else if (e.has_cpu_frequency_cap()) {
+        const std::array<uint32_t, 2> caps = ClassCaps(e.cpu_frequency_cap());
+        engine.SetFrequencyCaps(caps[0], caps[1]);
+        rec.SetCaps(caps);
       } else if (e.has_request()) {
         const dl::Request& q = e.request();
         RequestReport r;
@@ -366,6 +415,7 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
   }
   rec.AccountBands();
   rec.AccountPower();
+  rec.AccountCaps();
   s.Shutdown("replay over");
 
   // Summary and per class.

@@ -15,7 +15,15 @@
 // samples (those are the world as recorded); the first soc_temperature sample (else the
 // header's ambient) sets the RC model's initial temperature. Prompt length in tokens:
 // ceil(bytes / 4) + 8 (template). Answers run to max_tokens (no EOS in model mode).
-// CPU frequency caps and vehicle state are not modeled. Fully deterministic.
+// CPU frequency caps (cpu_frequency_cap events) apply from their time on: each event
+// replaces all caps (unlisted clusters uncapped); a cluster maps to a class by name
+// ("big"/"prime"/"performance" -> performance, "little"/"efficiency" -> efficiency), else
+// by index (0 -> efficiency, >= 1 -> performance; the generated logs name cluster 0
+// "little" and 1 "big"); several clusters of one class: the lowest non-zero cap. A chunk
+// takes the cap of its class in force at its start (CostModel::FrequencyFactor; no
+// effect unless the cost model has that class's nominal_khz). The RC model's power is
+// not reduced under a cap (conservative). Vehicle state is not modeled. Fully
+// deterministic; a log without caps gives the same results as before caps were modeled.
 // (ReplayOptions::prompt_tokens replaces the token estimate, e.g. with a real tokenizer.)
 #pragma once
 
@@ -33,6 +41,17 @@
 
 namespace ari::sim {
 
+// Model mode: one simulated chunk (ReplayOptions::on_chunk).
+struct ChunkTrace {
+  double t_s = 0;                 // start, virtual seconds
+  runtime::ChunkKnobs knobs;
+  runtime::ChunkPhase phase = runtime::ChunkPhase::kPrefill;
+  int tokens = 0;
+  double seconds = 0;             // modeled duration (cap factor included)
+  bool efficiency = false;        // ran on the efficiency class
+  uint32_t cap_khz = 0;           // cap of that class at the start (0 none)
+};
+
 struct ReplayOptions {
   const qos::Policy* policy = nullptr;   // required
   const CostModel* cost = nullptr;       // required
@@ -46,6 +65,8 @@ struct ReplayOptions {
   int32_t max_prefill_chunk = 128;
   bool record_decisions = true;          // the decision timeline (off in the tuner)
   bool record_samples = true;            // the temperature timeline (off in the tuner)
+  // Called for every chunk as it starts (tests, tracing); may be null.
+  std::function<void(const ChunkTrace&)> on_chunk;
   // Prompt length in tokens; null: ceil(bytes / 4) + 8 (ari-sim --tokenizer MODEL.gguf
   // counts with the model's own tokenizer, as ari-node does).
   std::function<int(const std::string& prompt)> prompt_tokens;
@@ -119,6 +140,10 @@ struct ReplaySummary {
   std::vector<double> drop_busy_s;           // index = layers dropped
   std::vector<int64_t> drop_tokens;
   double memory_band_time_s = 0;             // time with any memory band active
+  // CPU frequency caps, [0] performance class, [1] efficiency: virtual time a non-zero
+  // cap was in force, and compute time of chunks the cap slowed (factor > 1).
+  std::array<double, 2> cap_time_s{};
+  std::array<double, 2> capped_busy_s{};
   double quality_loss = 0;  // share of tokens at W4A8 + 0.1 x mean dropped layers per token
   int64_t chunks = 0;
   double wall_s = 0;        // real time the replay took (not deterministic; not in JSON by default)

@@ -120,6 +120,12 @@ std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
                                   ",\"W4A8\":" + std::to_string(m.precision_tokens[1]) + "}");
     o.Raw("drop_busy_s", List(m.drop_busy_s, Num));
     o.Raw("drop_tokens", List(m.drop_tokens, [](int64_t x) { return std::to_string(x); }));
+    if (m.cap_time_s[0] > 0 || m.cap_time_s[1] > 0) {  // only logs with caps in force
+      o.Raw("cap_time_s", "{\"performance\":" + Num(m.cap_time_s[0]) + ",\"efficiency\":" +
+                              Num(m.cap_time_s[1]) + "}");
+      o.Raw("capped_busy_s", "{\"performance\":" + Num(m.capped_busy_s[0]) +
+                                 ",\"efficiency\":" + Num(m.capped_busy_s[1]) + "}");
+    }
     if (include_wall_time) o.N("wall_s", m.wall_s);
     o.Close();
   }
@@ -200,6 +206,13 @@ std::string ReportToText(const ReplayReport& r) {
   }
   std::snprintf(b, sizeof(b), "; memory band active %.0f s\n", m.memory_band_time_s);
   s += b;
+  if (m.cap_time_s[0] > 0 || m.cap_time_s[1] > 0) {
+    std::snprintf(b, sizeof(b),
+                  "time capped: performance %.0f s (compute slowed %.1f s), efficiency %.0f s "
+                  "(compute slowed %.1f s)\n",
+                  m.cap_time_s[0], m.capped_busy_s[0], m.cap_time_s[1], m.capped_busy_s[1]);
+    s += b;
+  }
   return s;
 }
 

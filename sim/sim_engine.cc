@@ -61,10 +61,11 @@ runtime::Result<runtime::ChunkResult> SimEngine::RunChunk(int32_t slot,
   }
   s.position += n;
   const bool eff = knobs.cpu_mask != 0 && (knobs.cpu_mask & ~efficiency_mask_) == 0;
-  const double sec = cost_.ChunkSeconds(knobs, r.phase, n, eff);
+  const uint32_t cap = eff ? cap_efficiency_khz_ : cap_performance_khz_;
+  const double sec = cost_.ChunkSeconds(knobs, r.phase, n, eff, cap);
   const int64_t ns = std::max<int64_t>(1, thermal::SecondsToNs(sec));
   const int64_t end = clock_.NowNs() + ns;
-  if (observer_) observer_->OnChunkBegin(knobs, r.phase, n, sec);
+  if (observer_) observer_->OnChunkBegin(knobs, r.phase, n, sec, eff, cap);
   while (clock_.NowNs() < end) {
     int64_t until = observer_ ? std::min(end, observer_->NextTickNs()) : end;
     if (until <= clock_.NowNs()) until = end;

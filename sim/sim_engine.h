@@ -7,6 +7,10 @@
 // decode emits knobs.decode_tokens per chunk (token id 1, no text) until the turn's
 // max_tokens (no end-of-generation token in model mode: answers run to max_tokens, or to
 // output_cap). Buffers are allocated once; RunChunk does not allocate.
+//
+// CPU frequency caps: SetFrequencyCaps() sets the cap in force per cluster class; a
+// chunk's duration uses the cap of its class at the chunk's start (CostModel::
+// FrequencyFactor), a cap changing during the chunk does not affect it.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +25,11 @@ namespace ari::sim {
 class ChunkObserver {
  public:
   virtual ~ChunkObserver() = default;
-  // Before the clock advances by `seconds` for this chunk / after it did.
+  // Before the clock advances by `seconds` for this chunk / after it did. `efficiency`:
+  // the chunk runs on efficiency cores; `cap_khz`: the frequency cap of that class in
+  // force at its start (0 none; `seconds` includes its effect).
   virtual void OnChunkBegin(const runtime::ChunkKnobs& knobs, runtime::ChunkPhase phase,
-                            int tokens, double seconds) = 0;
+                            int tokens, double seconds, bool efficiency, uint32_t cap_khz) = 0;
   virtual void OnChunkEnd() = 0;
   // The clock advances through a chunk in pieces ending at most at NextTickNs(); OnTick()
   // is called after each piece (the replay samples the temperature there).
@@ -42,6 +48,12 @@ class SimEngine final : public runtime::ChunkRunner {
   runtime::Result<void> StartTurn(int32_t slot, const runtime::TurnSpec& turn) override;
   runtime::Result<runtime::ChunkResult> RunChunk(int32_t slot,
                                                  const runtime::ChunkKnobs& knobs) override;
+
+  // CPU frequency caps in kHz (0 = uncapped) from now on, per cluster class.
+  void SetFrequencyCaps(uint32_t performance_khz, uint32_t efficiency_khz) {
+    cap_performance_khz_ = performance_khz;
+    cap_efficiency_khz_ = efficiency_khz;
+  }
 
   double busy_seconds() const { return busy_s_; }
   int64_t chunks() const { return chunks_; }
@@ -63,6 +75,7 @@ class SimEngine final : public runtime::ChunkRunner {
   std::vector<runtime::TokenId> tokens_;  // max_output ids, all 1
   double busy_s_ = 0;
   int64_t chunks_ = 0;
+  uint32_t cap_performance_khz_ = 0, cap_efficiency_khz_ = 0;
 };
 
 }  // namespace ari::sim
