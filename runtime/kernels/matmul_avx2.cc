@@ -23,10 +23,6 @@ namespace {
 constexpr int64_t kW4PrefetchBytes = 8 * kW4TileBytes;
 constexpr int64_t kW8PrefetchBytes = 4 * kW8TileBytes;
 
-// Local min/max: no std:: templates in ISA-specific files (see kernel_tiers.h).
-inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t Max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 inline float Hsum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v);
   const __m128 hi = _mm256_extractf128_ps(v, 1);
@@ -42,7 +38,6 @@ inline __m256 LoadQ8(const std::byte* p) {
 inline __m256 LoadF16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-inline __m256 ScaleF16(const std::byte* p) { return _mm256_set1_ps(_cvtsh_ss(LoadU16(p))); }
 
 // Stores lanes of `v` (rows 8b .. 8b+7) that fall in [r0, r1) to y[row].
 inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t r1) {
