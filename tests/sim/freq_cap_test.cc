@@ -9,9 +9,13 @@
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "tests/common/test_util.h"
+#include "tests/sim/sim_test_util.h"
 
 namespace ari::sim {
 namespace {
+
+using testing::DefaultPolicy;
+using testing::ParseLog;
 
 using runtime::ChunkPhase;
 
@@ -130,18 +134,6 @@ TEST(FreqCap, BadJsonFieldsGiveClearErrors) {
   }
 }
 
-qos::Policy DefaultPolicy() {
-  auto p = qos::LoadPolicyFile(ari::testing::SourceDir() / "config" / "policy_default.textproto");
-  EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().ToString());
-  return p ? *p : qos::Policy{};
-}
-
-dl::DriveLog Parse(std::string_view text) {
-  auto log = ParseDriveLogText(text, "test");
-  EXPECT_TRUE(log.has_value()) << (log ? "" : log.error().message);
-  return log ? *log : dl::DriveLog{};
-}
-
 // Two identical CRITICAL requests (performance class); the big cluster is capped to
 // 1 GHz (half the 2 GHz nominal) at t = 10 s, between them.
 constexpr std::string_view kHeaderAndFirst = R"(
@@ -178,7 +170,7 @@ RunResult Replay(const dl::DriveLog& log, const CostModel& cost) {
 TEST(FreqCap, ChunksAfterTheCapTakeLongerByTheFactor) {
   const CostModel cost = CapCost();
   const dl::DriveLog log =
-      Parse(std::string(kHeaderAndFirst) + std::string(kCap) + std::string(kSecond));
+      ParseLog(std::string(kHeaderAndFirst) + std::string(kCap) + std::string(kSecond));
   const RunResult run = Replay(log, cost);
   ASSERT_EQ(run.report.requests.size(), 2u);
   int before = 0, after_prefill = 0, after_decode = 0;
@@ -222,7 +214,7 @@ TEST(FreqCap, ChunksAfterTheCapTakeLongerByTheFactor) {
 TEST(FreqCap, UncappedLogUnchanged) {
   // No cap in force: the cap-aware cost model gives the same bytes as one without
   // nominal frequencies, and no cap keys appear in the report.
-  const dl::DriveLog log = Parse(std::string(kHeaderAndFirst) + std::string(kSecond));
+  const dl::DriveLog log = ParseLog(std::string(kHeaderAndFirst) + std::string(kSecond));
   const RunResult with = Replay(log, CapCost());
   const RunResult without = Replay(log, BaseCost());
   const std::string json = ReportToJson(with.report);
@@ -231,7 +223,7 @@ TEST(FreqCap, UncappedLogUnchanged) {
   for (const ChunkTrace& t : with.chunks) EXPECT_EQ(t.cap_khz, 0u);
   // A cap in the log but no nominal frequency in the cost model: same timings.
   const dl::DriveLog capped =
-      Parse(std::string(kHeaderAndFirst) + std::string(kCap) + std::string(kSecond));
+      ParseLog(std::string(kHeaderAndFirst) + std::string(kCap) + std::string(kSecond));
   const RunResult no_nominal = Replay(capped, BaseCost());
   ASSERT_EQ(no_nominal.report.requests.size(), without.report.requests.size());
   for (size_t i = 0; i < without.report.requests.size(); ++i) {
@@ -243,7 +235,7 @@ TEST(FreqCap, UncappedLogUnchanged) {
 
 TEST(FreqCap, ClustersMapToClassesByNameThenIndex) {
   auto caps = [](std::string_view clusters) {
-    const dl::DriveLog log = Parse(std::string(R"(header { ambient_celsius: 25 duration_ms: 4000 }
+    const dl::DriveLog log = ParseLog(std::string(R"(header { ambient_celsius: 25 duration_ms: 4000 }
       event { t_ms: 1000 cpu_frequency_cap { )") + std::string(clusters) + " } }");
     return Replay(log, CapCost()).report.summary.cap_time_s;
   };

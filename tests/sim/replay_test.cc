@@ -6,9 +6,13 @@
 #include "sim/report.h"
 #include "sim/scenarios.h"
 #include "tests/common/test_util.h"
+#include "tests/sim/sim_test_util.h"
 
 namespace ari::sim {
 namespace {
+
+using testing::DefaultPolicy;
+using testing::ParseLog;
 
 // prefill 100 tok/s, decode 10 tok/s, no overheads, 2 threads; W4A8 twice as fast.
 CostModel SimpleCost() {
@@ -33,23 +37,11 @@ CostModel SimpleCost() {
   return c;
 }
 
-qos::Policy DefaultPolicy() {
-  auto p = qos::LoadPolicyFile(ari::testing::SourceDir() / "config" / "policy_default.textproto");
-  EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().ToString());
-  return p ? *p : qos::Policy{};
-}
-
-dl::DriveLog Parse(std::string_view text) {
-  auto log = ParseDriveLogText(text, "test");
-  EXPECT_TRUE(log.has_value()) << (log ? "" : log.error().message);
-  return log ? *log : dl::DriveLog{};
-}
-
 TEST(Replay, OneCriticalRequestMatchesHandComputedTimes) {
   // "Route home" = 10 bytes -> 3 + 8 = 11 prompt tokens. CRITICAL, band normal:
   // perf x2, W8A16, chunk 64/8. Prefill 11 / 100 = 0.11 s; decode 16 tokens in two
   // chunks of 8 at 10 tok/s = 0.8 s each. TTFT 0.91 s, completion 1.71 s.
-  const dl::DriveLog log = Parse(R"(
+  const dl::DriveLog log = ParseLog(R"(
     header { scenario: "" ambient_celsius: 25 duration_ms: 10000 }
     event { soc_temperature { celsius: 40 } }
     event { t_ms: 1000 request { request_id: 1 client: "nav" urgency: CRITICAL prompt: "Route home" max_tokens: 16 deadline_ms: 3000 } }
@@ -88,7 +80,7 @@ TEST(Replay, OneCriticalRequestMatchesHandComputedTimes) {
 }
 
 TEST(Replay, TightDeadlineIsMissedAndStopped) {
-  const dl::DriveLog log = Parse(R"(
+  const dl::DriveLog log = ParseLog(R"(
     header { ambient_celsius: 25 duration_ms: 5000 }
     event { t_ms: 0 request { request_id: 7 client: "nav" urgency: CRITICAL prompt: "Route home" max_tokens: 40 deadline_ms: 1000 } }
   )");
@@ -107,7 +99,7 @@ TEST(Replay, TightDeadlineIsMissedAndStopped) {
 TEST(Replay, PreemptionServesCriticalFirst) {
   // A long NORMAL answer is running when a CRITICAL request arrives: the CRITICAL one
   // waits at most one NORMAL chunk.
-  const dl::DriveLog log = Parse(R"(
+  const dl::DriveLog log = ParseLog(R"(
     header { ambient_celsius: 25 duration_ms: 60000 }
     event { t_ms: 0 request { request_id: 1 client: "chat" urgency: NORMAL prompt: "Tell me a long story about the sea" max_tokens: 200 } }
     event { t_ms: 3000 request { request_id: 2 client: "nav" urgency: CRITICAL prompt: "Route home" max_tokens: 8 deadline_ms: 3000 } }

@@ -5,15 +5,12 @@
 
 #include "sim/scenarios.h"
 #include "tests/common/test_util.h"
+#include "tests/sim/sim_test_util.h"
 
 namespace ari::sim {
 namespace {
 
-qos::Policy DefaultPolicy() {
-  auto p = qos::LoadPolicyFile(ari::testing::SourceDir() / "config" / "policy_default.textproto");
-  EXPECT_TRUE(p.has_value());
-  return p ? *p : qos::Policy{};
-}
+using testing::DefaultPolicy;
 
 // prefill 100 tok/s, decode 10 tok/s at W8A16; W4A8 twice as fast (2 threads).
 CostModel SimpleCost() {
