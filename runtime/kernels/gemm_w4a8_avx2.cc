@@ -26,6 +26,7 @@
 
 #include <cstring>
 
+#include "runtime/kernels/avx2_common.h"
 #include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
@@ -40,29 +41,6 @@ alignas(32) const int8_t kMask[32] = {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15
                                       15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
                                       15, 15, 15, 15, 15, 15, 15, 15, 15, 15};
 alignas(32) const int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-
-inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t Max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-inline __m256i Bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// Stores lanes of `v` (rows 8b .. 8b+7) that fall in [r0, r1) to y[row].
-inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t r1) {
-  const int64_t base = b * kRowInterleave;
-  if (base >= r0 && base + kRowInterleave <= r1) {
-    _mm256_storeu_ps(y + base, v);
-    return;
-  }
-  alignas(32) float tmp[kRowInterleave];
-  _mm256_store_ps(tmp, v);
-  for (int i = 0; i < kRowInterleave; ++i) {
-    if (base + i >= r0 && base + i < r1) y[base + i] = tmp[i];
-  }
-}
 
 // One row block against NT tokens over all groups; acc[t] = 8 row outputs of token t.
 template <int NT>

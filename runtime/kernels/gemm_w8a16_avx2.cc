@@ -15,6 +15,7 @@
 // (exact fp32 stores), so the per-(row, token) sequence is unchanged.
 #include <immintrin.h>
 
+#include "runtime/kernels/avx2_common.h"
 #include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
@@ -24,23 +25,6 @@ constexpr int kTokens = 6;                  // tokens per tile
 constexpr int64_t kSliceGroups = 16;        // K slice: 16 groups = 512 activations
 constexpr int64_t kMaxChunkBlocks = 16;     // row blocks per chunk (accumulator buffer)
 constexpr int64_t kChunkWeightBytes = 256 * 1024;
-
-inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t Max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-inline float Hsum(__m256 v) {  // same order as matmul_avx2.cc Hsum
-  __m128 lo = _mm256_castps256_ps128(v);
-  const __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-inline __m256 LoadQ8(const std::byte* p) {
-  return _mm256_cvtepi32_ps(
-      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
 
 // Row i of the row block whose group-g0 tile is `tile`, over `ng` groups, against NT tokens
 // of `xs` ([g][NT][32] fp32). acc[t] in/out.

@@ -13,6 +13,10 @@ static inline uint16_t LoadU16(const std::byte* p) {
                                (static_cast<unsigned>(p[1]) << 8));
 }
 
+// min/max for the SIMD files (instead of std::min/std::max templates, see above).
+static inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t Max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
 }  // namespace ari::runtime::kernels::internal
 
 namespace ari::runtime::kernels::internal {

@@ -14,6 +14,7 @@
 
 #include <cstring>
 
+#include "runtime/kernels/avx2_common.h"
 #include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
@@ -23,34 +24,8 @@ namespace {
 constexpr int64_t kW4PrefetchBytes = 8 * kW4TileBytes;
 constexpr int64_t kW8PrefetchBytes = 4 * kW8TileBytes;
 
-inline float Hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  const __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-inline __m256 LoadQ8(const std::byte* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
 inline __m256 LoadF16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// Stores lanes of `v` (rows 8b .. 8b+7) that fall in [r0, r1) to y[row].
-inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t r1) {
-  const int64_t base = b * kRowInterleave;
-  if (base >= r0 && base + kRowInterleave <= r1) {
-    _mm256_storeu_ps(y + base, v);
-    return;
-  }
-  alignas(32) float tmp[kRowInterleave];
-  _mm256_store_ps(tmp, v);
-  for (int i = 0; i < kRowInterleave; ++i) {
-    if (base + i >= r0 && base + i < r1) y[base + i] = tmp[i];
-  }
 }
 
 // ---------------------------------------------------------------- W8A16
@@ -101,12 +76,6 @@ inline void UnpackW4(const std::byte* nibbles, __m256i lo[4], __m256i hi[4]) {
     lo[v] = _mm256_and_si256(raw, mask);
     hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
   }
-}
-
-inline __m256i Bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
 }
 
 // Per row (lane) of the block: sum_j q[row][j] * a.qs[j] (exact: |int16 partial| <= 8 *

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 
+#include "runtime/kernels/avx2_common.h"
 #include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
@@ -20,10 +21,6 @@ namespace {
 constexpr int64_t kChunkWeightBytes = 256 * 1024;
 constexpr int kTokenTile = 4;    // W4A8 GEMM tokens per tile
 constexpr int kW8TokenTile = 4;  // W8A16 GEMM: 2 rows x 2 tokens
-
-// Local min/max: no std:: templates in ISA-specific files (see kernel_tiers.h).
-inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t Max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 inline float Hsum512(__m512 v) {
   const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -41,19 +38,6 @@ inline __m512 LoadF16x16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 inline __m512 ScaleF16(const std::byte* p) { return _mm512_set1_ps(_cvtsh_ss(LoadU16(p))); }
-
-inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t r1) {
-  const int64_t base = b * kRowInterleave;
-  if (base >= r0 && base + kRowInterleave <= r1) {
-    _mm256_storeu_ps(y + base, v);
-    return;
-  }
-  alignas(32) float tmp[kRowInterleave];
-  _mm256_store_ps(tmp, v);
-  for (int i = 0; i < kRowInterleave; ++i) {
-    if (base + i >= r0 && base + i < r1) y[base + i] = tmp[i];
-  }
-}
 
 // ---------------------------------------------------------------- W8A16
 

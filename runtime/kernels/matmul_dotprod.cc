@@ -19,9 +19,6 @@ namespace {
 constexpr int64_t kChunkWeightBytes = 256 * 1024;
 constexpr int kTokenTile = 4;  // GEMM: 8 rows x 4 tokens per tile
 
-inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t Max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 inline void LoadScales(const std::byte* tile, float32x4_t* lo, float32x4_t* hi) {
   const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(reinterpret_cast<const uint8_t*>(tile)));
   *lo = vcvt_f32_f16(vget_low_f16(h));

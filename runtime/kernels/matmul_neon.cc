@@ -29,9 +29,6 @@ constexpr int64_t kChunkWeightBytes = 256 * 1024;
 constexpr int kTokenTile = 4;    // W4A8 GEMM: tokens per tile (8 rows x 4 tokens)
 constexpr int kW8TokenTile = 4;  // W8A16 GEMM: 2 rows x 4 tokens
 
-inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t Max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 // 4 fp16 values -> fp32 (fcvtl). Byte loads: no alignment assumption beyond 1.
 inline float32x4_t LoadF16x4(const uint16_t* p) {
   return vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(reinterpret_cast<const uint8_t*>(p))));
