@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "component/client.h"
+#include "tests/component/node_fixture.h"
 #include "tests/component/node_test_util.h"
 
 namespace {
@@ -77,23 +78,9 @@ int TerminalLines(const std::string& log, const std::string& rid) {
   return n;
 }
 
-class NodeFaults : public ::testing::Test {
+class NodeFaults : public NodeTestBase {
  protected:
-  void SetUp() override {
-    dir_ = TempDir("node_faults");
-    model_ = Stories260K(dir_);
-    if (model_.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
-    dds::DomainOptions d;
-    d.domain_id = static_cast<uint32_t>(TestDomainId());
-    d.config = LoopbackConfigUri();
-    auto dom = dds::Domain::Create(d);
-    ASSERT_TRUE(dom.has_value()) << dom.error().ToString();
-    domain_ = *dom;
-  }
-  void TearDown() override {
-    domain_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  NodeFaults() : NodeTestBase("node_faults") {}
   std::unique_ptr<Client> Connect(const std::string& name) {
     component::ClientOptions o;
     o.client_id = name;
@@ -133,8 +120,6 @@ class NodeFaults : public ::testing::Test {
     return terminals;
   }
 
-  std::filesystem::path dir_, model_;
-  std::shared_ptr<dds::Domain> domain_;
 };
 
 TEST_F(NodeFaults, MissingModelExitsTwoWithReason) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "component/client.h"
+#include "tests/component/node_fixture.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {
@@ -17,23 +18,9 @@ using component::AskParams;
 using component::Client;
 using namespace std::chrono_literals;
 
-class NodeLifecycle : public ::testing::Test {
+class NodeLifecycle : public NodeTestBase {
  protected:
-  void SetUp() override {
-    dir_ = TempDir("node_lifecycle");
-    model_ = Stories260K(dir_);
-    if (model_.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
-    dds::DomainOptions d;
-    d.domain_id = static_cast<uint32_t>(TestDomainId());
-    d.config = LoopbackConfigUri();
-    auto dom = dds::Domain::Create(d);
-    ASSERT_TRUE(dom.has_value()) << dom.error().ToString();
-    domain_ = *dom;
-  }
-  void TearDown() override {
-    domain_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  NodeLifecycle() : NodeTestBase("node_lifecycle") {}
   std::unique_ptr<Client> Connect(const std::string& name) {
     component::ClientOptions o;
     o.client_id = name;
@@ -82,8 +69,6 @@ class NodeLifecycle : public ::testing::Test {
     return node.Stop(0, 20s);  // signal 0: just wait for the exit
   }
 
-  std::filesystem::path dir_, model_;
-  std::shared_ptr<dds::Domain> domain_;
 };
 
 TEST_F(NodeLifecycle, SigtermFinishModeCompletesInFlightAndExitsZero) {

@@ -13,6 +13,7 @@
 
 #include "component/client.h"
 #include "component/node.h"
+#include "tests/component/node_fixture.h"
 #include "tests/component/node_test_util.h"
 #include "thermal/source.h"
 
@@ -64,18 +65,12 @@ class FaultySensor final : public thermal::TemperatureSource {
   thermal::ReadingValidator validator_;
 };
 
-class SensorFaults : public ::testing::Test {
+class SensorFaults : public NodeTestBase {
  protected:
+  SensorFaults() : NodeTestBase("sensor_faults") {}
   void SetUp() override {
-    dir_ = TempDir("sensor_faults");
-    model_ = Stories260K(dir_);
-    if (model_.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
-    dds::DomainOptions d;
-    d.domain_id = static_cast<uint32_t>(TestDomainId());
-    d.config = LoopbackConfigUri();
-    auto dom = dds::Domain::Create(d);
-    ASSERT_TRUE(dom.has_value()) << dom.error().ToString();
-    domain_ = *dom;
+    NodeTestBase::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     auto cfg = component::LoadNodeConfig(WriteNodeConfig(dir_, model_));
     ASSERT_TRUE(cfg.has_value()) << cfg.error().ToString();
     sensor_ = std::make_shared<FaultySensor>();
@@ -103,8 +98,7 @@ class SensorFaults : public ::testing::Test {
     }
     client_.reset();
     node_.reset();
-    domain_.reset();
-    std::filesystem::remove_all(dir_);
+    NodeTestBase::TearDown();
   }
 
   // One request to its terminal: DONE, no gaps, at least one token.
@@ -169,8 +163,6 @@ class SensorFaults : public ::testing::Test {
     EXPECT_TRUE(ok.has_value()) << "conservative mode did not end";
   }
 
-  std::filesystem::path dir_, model_;
-  std::shared_ptr<dds::Domain> domain_;
   std::shared_ptr<FaultySensor> sensor_;
   std::unique_ptr<component::Node> node_;
   std::unique_ptr<Client> client_;
