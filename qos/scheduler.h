@@ -64,8 +64,8 @@
 #include "qos/governor.h"
 #include "qos/policy.h"
 #include "qos/request_queue.h"
-#include "runtime/engine.h"
-#include "runtime/memory_monitor.h"
+#include "runtime/engine/engine.h"
+#include "thermal/memory_monitor.h"
 #include "thermal/clock.h"
 #include "thermal/source.h"
 #include "thermal/topology.h"
@@ -181,7 +181,7 @@ struct SchedulerOptions {
   ChunkSink* sink = nullptr;
   thermal::TemperatureSource* temperature = nullptr;  // null: reads as kNoSensor
   // Memory reading per step; empty or nullopt: unknown (the ladder holds its band).
-  std::function<std::optional<runtime::MemoryReading>()> memory;
+  std::function<std::optional<thermal::MemoryReading>()> memory;
   // CPU classes; nullopt: thermal::DetectTopology(). Efficiency knobs on a machine
   // without efficiency cores use the performance cores.
   std::optional<thermal::CpuTopology> topology;

@@ -38,7 +38,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/engine.h"
+#include "runtime/engine/engine.h"
 #include "sim/error.h"
 
 namespace ari::sim {

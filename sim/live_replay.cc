@@ -11,7 +11,7 @@
 #include <optional>
 #include <thread>
 
-#include "component/client.h"
+#include "component/client/client.h"
 
 namespace ari::sim {
 namespace {

@@ -25,7 +25,7 @@
 #include <functional>
 #include <string>
 
-#include "component/dds.h"
+#include "component/client/dds.h"
 #include "qos/policy.h"
 #include "sim/drive_log.h"
 #include "sim/error.h"

@@ -329,9 +329,9 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
   so.temperature = &source;
   so.topology = topo;
   so.max_prefill_chunk = o.max_prefill_chunk;
-  so.memory = [&mem_bytes]() -> std::optional<runtime::MemoryReading> {
+  so.memory = [&mem_bytes]() -> std::optional<thermal::MemoryReading> {
     if (!mem_bytes) return std::nullopt;
-    runtime::MemoryReading m;
+    thermal::MemoryReading m;
     m.available_bytes = *mem_bytes;
     m.system_available_bytes = *mem_bytes;
     return m;

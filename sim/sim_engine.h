@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/engine.h"
+#include "runtime/engine/engine.h"
 #include "sim/cost_model.h"
 #include "thermal/clock.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "component/client.h"
+#include "component/client/client.h"
 
 namespace {
 

@@ -33,9 +33,9 @@
 #include <thread>
 #include <vector>
 
-#include "component/client.h"
-#include "runtime/engine.h"
-#include "runtime/model.h"
+#include "component/client/client.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/model.h"
 
 extern char** environ;
 

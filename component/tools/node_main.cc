@@ -14,8 +14,8 @@
 #include <cstring>
 #include <string>
 
-#include "component/node.h"
-#include "component/privileges.h"
+#include "component/node/node.h"
+#include "component/node/privileges.h"
 
 namespace {
 

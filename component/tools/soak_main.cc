@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "component/client.h"
-#include "component/ledger.h"
+#include "component/client/client.h"
+#include "component/client/ledger.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 //              matrix (no barriers: the streaming bound of the kernels with N threads);
 //     engineP - the engine's dispatches: per layer [q,k,v] [o] [gate,up] [down], each cut
 //              into whole 8-row-block pieces handed out by ThreadPool::RunUnits, as
-//              runtime/fast_forward.cc does, with P pieces per participant.
+//              runtime/engine/fast_forward.cc does, with P pieces per participant.
 //   bytes_per_second = packed weight bytes per second; "dispatches" per token.
 // - PoolDispatch/threads:N: an empty static dispatch (ThreadPool::Run): the round trip.
 // Real time (wall clock) is what these measure: the machine must be otherwise idle for
@@ -34,7 +34,7 @@
 
 #include "runtime/bench/read_sum.h"
 #include "runtime/kernels/kernels.h"
-#include "runtime/thread_pool.h"
+#include "runtime/core/thread_pool.h"
 
 namespace ari::runtime::kernels {
 namespace {
@@ -45,7 +45,7 @@ using bench::SumAvx2;
 #endif
 
 constexpr size_t kStreamBytes = size_t{256} << 20;
-constexpr int64_t kPiecesPerThread = 4;  // as runtime/fast_forward.cc
+constexpr int64_t kPiecesPerThread = 4;  // as runtime/engine/fast_forward.cc
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }

@@ -10,7 +10,7 @@
 #include <span>
 #include <string_view>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 
 namespace ari::runtime::kernels {
 

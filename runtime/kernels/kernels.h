@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 #include "runtime/kernels/cpu_features.h"
 #include "runtime/kernels/layout.h"
 

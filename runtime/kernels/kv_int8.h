@@ -10,7 +10,7 @@
 // two <= 32 that divides head_dim, so a head of 64 has 2 groups, a head of 8 one group.
 // A row takes kv_dim * (1 + 4 / group) bytes <= 2 * kv_dim (group >= 4): an INT8 row
 // always fits in the bytes of an F16 row, which makes the in-place F16 -> INT8 conversion
-// of a KV cache possible (runtime/fast_forward.h, FastForward::ConvertKv).
+// of a KV cache possible (runtime/engine/fast_forward.h, FastForward::ConvertKv).
 //
 // Kernels: a scalar reference (the specification) and an AVX2 path (x86-64, group and
 // head_dim multiples of 8), compared by tests/runtime/kv_int8_test.cc. No allocation.

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <span>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 #include "runtime/kernels/layout.h"
-#include "runtime/tensor_types.h"
+#include "runtime/core/tensor_types.h"
 
 namespace ari::runtime::kernels {
 

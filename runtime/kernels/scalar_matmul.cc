@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "runtime/kernels/kernel_tiers.h"
-#include "runtime/tensor_types.h"
+#include "runtime/core/tensor_types.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {

@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "runtime/kernels/kernel_tiers.h"
-#include "runtime/tensor_types.h"
+#include "runtime/core/tensor_types.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {

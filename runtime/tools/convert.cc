@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/llama2c_import.h"
+#include "runtime/convert/llama2c_import.h"
 
 namespace {
 

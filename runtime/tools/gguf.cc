@@ -1,6 +1,6 @@
 // ari-gguf <file.gguf> [--all]: prints version, alignment, metadata and the tensor table.
 // Errors are one line on stderr and exit code 1.
-#include "runtime/gguf.h"
+#include "runtime/gguf/gguf.h"
 
 #include <cinttypes>
 #include <cstdio>

@@ -8,11 +8,11 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/model.h"
-#include "runtime/pack_file.h"
+#include "runtime/model/model.h"
+#include "runtime/model/pack_file.h"
 
-#if __has_include("runtime/layer_calibration.h")
-#include "runtime/layer_calibration.h"
+#if __has_include("runtime/eval/layer_calibration.h")
+#include "runtime/eval/layer_calibration.h"
 #define ARI_HAVE_CALIBRATION 1
 #endif
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/perf_bench.h"
+#include "runtime/eval/perf_bench.h"
 
 int main(int argc, char** argv) {
   using namespace ari::runtime;

@@ -13,9 +13,9 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/layer_calibration.h"
-#include "runtime/model.h"
-#include "runtime/perplexity.h"
+#include "runtime/eval/layer_calibration.h"
+#include "runtime/model/model.h"
+#include "runtime/eval/perplexity.h"
 
 namespace {
 

@@ -26,12 +26,12 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/fast_forward.h"
-#include "runtime/forward.h"
-#include "runtime/model.h"
-#include "runtime/pack_file.h"
-#include "runtime/session.h"
-#include "runtime/thread_pool.h"
+#include "runtime/engine/fast_forward.h"
+#include "runtime/model/forward.h"
+#include "runtime/model/model.h"
+#include "runtime/model/pack_file.h"
+#include "runtime/model/session.h"
+#include "runtime/core/thread_pool.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 //           [--stop STR]... [--ctx N] [--batch N] [--info]
 //           [--memory-plan [--slots N] [--kv f16|int8] [--prefetch auto|on|off]]
 //
-// --memory-plan creates the Engine (runtime/engine.h) with these options and prints its
+// --memory-plan creates the Engine (runtime/engine/engine.h) with these options and prints its
 // arena plan (Engine::memory_plan()); without -p it exits after printing, with -p the
 // generation then runs through that engine (packed path when the file is a pack).
 #include <algorithm>
@@ -17,12 +17,12 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/chat_template.h"
-#include "runtime/engine.h"
-#include "runtime/generate.h"
-#include "runtime/model.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/engine/engine.h"
+#include "runtime/generate/generate.h"
+#include "runtime/model/model.h"
+#include "runtime/generate/sampler.h"
+#include "runtime/model/session.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/synth.h"
+#include "runtime/convert/synth.h"
 
 namespace {
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "qos/policy.h"
-#include "runtime/model.h"
-#include "runtime/tokenizer.h"
+#include "runtime/model/model.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "sim/calibrate.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"

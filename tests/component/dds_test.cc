@@ -1,12 +1,12 @@
 // The DDS wrappers: config handling, shared-memory fallback, QoS table, errors, and the
 // client's request encoding (no node needed).
-#include "component/dds.h"
+#include "component/client/dds.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "component/client.h"
+#include "component/client/client.h"
 #include "tests/common/dds_test_util.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "component/client.h"
-#include "component/env_replay.h"
+#include "component/client/client.h"
+#include "component/node/env_replay.h"
 #include "tests/component/node_test_util.h"
 #include "thermal/clock.h"
 

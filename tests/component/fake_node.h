@@ -27,7 +27,7 @@
 extern char** environ;
 
 #include "ari.h"
-#include "component/node_transport.h"
+#include "component/node/node_transport.h"
 
 namespace ari::testing {
 

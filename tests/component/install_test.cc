@@ -101,8 +101,8 @@ TEST(Install, InstallTreeAndBuildDocExampleWithFindPackage) {
   for (const std::string& rel :
        {std::string("bin/ari-node"), std::string("bin/ari-cli"), libdir + "/libari_client.a",
         libdir + "/libari_idl_dds.a", libdir + "/cmake/ari/ariConfig.cmake",
-        std::string("include/ari/ari.h"), std::string("include/ari/component/client.h"),
-        std::string("include/ari/component/dds.h"), std::string("include/ari/component/error.h"),
+        std::string("include/ari/ari.h"), std::string("include/ari/component/client/client.h"),
+        std::string("include/ari/component/client/dds.h"), std::string("include/ari/component/client/error.h"),
         std::string("share/ari/node.textproto"), std::string("share/ari/policy_default.textproto"),
         std::string("share/ari/cyclonedds-lo.xml"), std::string("share/ari/cyclonedds-shm.xml"),
         libdir + "/systemd/system/ari-node.service"}) {

@@ -8,11 +8,11 @@
 #include <atomic>
 #include <thread>
 
-#include "component/client.h"
-#include "component/node.h"
-#include "runtime/engine.h"
-#include "runtime/model.h"
-#include "runtime/synth.h"
+#include "component/client/client.h"
+#include "component/node/node.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/model.h"
+#include "runtime/convert/synth.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {
@@ -171,8 +171,8 @@ TEST_F(NodeFallback, NewRequestsGoToTheFallbackWhichIsUnmappedAfterThePressure) 
   component::NodeOverrides ov;
   ov.base_dir = dir;
   ov.domain = *domain;
-  ov.memory_source = [&avail]() -> std::optional<runtime::MemoryReading> {
-    runtime::MemoryReading r;
+  ov.memory_source = [&avail]() -> std::optional<thermal::MemoryReading> {
+    thermal::MemoryReading r;
     r.available_bytes = avail.load();
     r.system_available_bytes = r.available_bytes;
     return r;

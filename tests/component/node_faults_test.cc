@@ -15,7 +15,7 @@
 #include <set>
 #include <thread>
 
-#include "component/client.h"
+#include "component/client/client.h"
 #include "tests/component/node_fixture.h"
 #include "tests/component/node_test_util.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "component/client.h"
+#include "component/client/client.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {

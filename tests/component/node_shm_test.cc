@@ -14,7 +14,7 @@
 #include <fstream>
 #include <string>
 
-#include "component/client.h"
+#include "component/client/client.h"
 #include "tests/component/node_test_util.h"
 #include "tests/component/roudi_util.h"
 

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <thread>
 
-#include "component/client.h"
-#include "runtime/engine.h"
-#include "runtime/model.h"
+#include "component/client/client.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/model.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/llama2c_import.h"
+#include "runtime/convert/llama2c_import.h"
 #include "tests/common/dds_test_util.h"
 #include "tests/common/test_util.h"
 

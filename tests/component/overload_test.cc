@@ -12,8 +12,8 @@
 #include <mutex>
 #include <thread>
 
-#include "component/client.h"
-#include "component/ledger.h"
+#include "component/client/client.h"
+#include "component/client/ledger.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {

@@ -8,8 +8,8 @@
 #include <fcntl.h>
 #include <fstream>
 
-#include "component/client.h"
-#include "component/privileges.h"
+#include "component/client/client.h"
+#include "component/node/privileges.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {

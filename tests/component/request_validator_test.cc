@@ -1,11 +1,11 @@
-#include "component/request_validator.h"
+#include "component/node/request_validator.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 
-#include "component/client.h"
+#include "component/client/client.h"
 
 namespace ari::component {
 namespace {

@@ -18,7 +18,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "component/identity.h"
+#include "component/node/identity.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {

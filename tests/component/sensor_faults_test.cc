@@ -11,8 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "component/client.h"
-#include "component/node.h"
+#include "component/client/client.h"
+#include "component/node/node.h"
 #include "tests/component/node_fixture.h"
 #include "tests/component/node_test_util.h"
 #include "thermal/source.h"

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <string>
 
-#include "component/client.h"
+#include "component/client/client.h"
 #include "tests/common/dds_test_util.h"
 #include "tests/component/fake_node.h"
 #include "tests/component/roudi_util.h"

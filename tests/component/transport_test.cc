@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "component/client.h"
-#include "component/node_transport.h"
+#include "component/client/client.h"
+#include "component/node/node_transport.h"
 #include "tests/common/dds_test_util.h"
 #include "tests/component/fake_node.h"
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/chat_template.h"
+#include "runtime/tokenizer/chat_template.h"
 
 namespace {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/chat_template.h"
-#include "runtime/gguf.h"
-#include "runtime/model_config.h"
-#include "runtime/model_weights.h"
-#include "runtime/tokenizer.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/model_weights.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace {
 

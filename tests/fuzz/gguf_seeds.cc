@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
-#include "runtime/synth.h"
-#include "runtime/tensor_types.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/convert/synth.h"
+#include "runtime/core/tensor_types.h"
 
 namespace {
 

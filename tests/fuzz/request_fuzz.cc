@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "component/dds.h"
-#include "component/request_validator.h"
+#include "component/client/dds.h"
+#include "component/node/request_validator.h"
 
 namespace {
 

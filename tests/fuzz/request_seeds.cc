@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "component/request_validator.h"
+#include "component/node/request_validator.h"
 
 namespace {
 

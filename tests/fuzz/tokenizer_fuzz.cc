@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/gguf.h"
-#include "runtime/tokenizer.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 #ifndef ARI_FUZZ_MODELS_DIR
 #define ARI_FUZZ_MODELS_DIR ""

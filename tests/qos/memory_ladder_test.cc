@@ -81,8 +81,8 @@ struct Rig {
     o.sink = &sink;
     o.topology = testing::TwoCpuTopology();
     o.fallback = fallback;
-    o.memory = [this]() -> std::optional<runtime::MemoryReading> {
-      runtime::MemoryReading r;
+    o.memory = [this]() -> std::optional<thermal::MemoryReading> {
+      thermal::MemoryReading r;
       r.available_bytes = avail_mb * kMB;
       return r;
     };

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "qos/scheduler.h"
-#include "runtime/gguf.h"
-#include "runtime/llama2c_import.h"
-#include "runtime/mapped_file.h"
-#include "runtime/model.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/convert/llama2c_import.h"
+#include "runtime/core/mapped_file.h"
+#include "runtime/model/model.h"
 #include "tests/common/test_util.h"
 
 namespace ari::qos::testing {

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "qos/scheduler.h"
-#include "runtime/pack_file.h"
+#include "runtime/model/pack_file.h"
 #include "tests/qos/sched_fixture.h"
 
 namespace ari::qos {

@@ -19,11 +19,11 @@
 #include <sstream>
 #include <string>
 
-#include "runtime/generate.h"
-#include "runtime/model.h"
-#include "runtime/paging.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/generate/generate.h"
+#include "runtime/model/model.h"
+#include "runtime/engine/paging.h"
+#include "runtime/generate/sampler.h"
+#include "runtime/model/session.h"
 #include "tests/runtime/paging_fixture.h"
 
 namespace ari::runtime {

@@ -1,12 +1,12 @@
 // Chat templates: expected strings are llama.cpp's tests/test-chat-template.cpp outputs
 // (llm_chat_apply_template, the non-Jinja path) for the same conversation.
-#include "runtime/chat_template.h"
+#include "runtime/tokenizer/chat_template.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "runtime/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "tests/common/test_util.h"
 
 namespace ari::runtime {

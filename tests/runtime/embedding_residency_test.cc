@@ -14,11 +14,11 @@
 
 #include <sys/mman.h>
 
-#include "runtime/generate.h"
-#include "runtime/model.h"
-#include "runtime/paging.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/generate/generate.h"
+#include "runtime/model/model.h"
+#include "runtime/engine/paging.h"
+#include "runtime/generate/sampler.h"
+#include "runtime/model/session.h"
 #include "tests/runtime/paging_fixture.h"
 
 namespace ari::runtime {

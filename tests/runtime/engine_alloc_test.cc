@@ -3,7 +3,7 @@
 // conversion and context-cap shrinks, counted by tests/common/counting_allocator.h.
 #include <gtest/gtest.h>
 
-#include "runtime/engine.h"
+#include "runtime/engine/engine.h"
 #include "tests/common/counting_allocator.h"
 #include "tests/runtime/engine_fixture.h"
 

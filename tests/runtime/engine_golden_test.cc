@@ -4,10 +4,10 @@
 
 #include <cstdio>
 
-#include "runtime/engine.h"
-#include "runtime/forward.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/forward.h"
+#include "runtime/model/model.h"
+#include "runtime/model/session.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "runtime/engine.h"
+#include "runtime/engine/engine.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {

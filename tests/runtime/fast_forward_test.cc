@@ -1,5 +1,5 @@
 // FastForward (packed forward pass) against the fp32 reference forward pass.
-#include "runtime/fast_forward.h"
+#include "runtime/engine/fast_forward.h"
 
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <cstring>
 #include <new>
 
-#include "runtime/forward.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
+#include "runtime/model/forward.h"
+#include "runtime/model/model.h"
+#include "runtime/model/session.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <vector>
 
-#include "runtime/forward.h"
-#include "runtime/generate.h"
-#include "runtime/sampler.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
+#include "runtime/model/forward.h"
+#include "runtime/generate/generate.h"
+#include "runtime/generate/sampler.h"
+#include "runtime/model/model.h"
+#include "runtime/model/session.h"
 #include "tests/common/counting_allocator.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/llama2c_fixture.h"

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "runtime/generate.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/generate/generate.h"
+#include "runtime/generate/sampler.h"
+#include "runtime/model/session.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/llama2c_fixture.h"
 

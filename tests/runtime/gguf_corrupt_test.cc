@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "runtime/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/gguf_builder.h"
 

@@ -1,5 +1,5 @@
 // GGUF writer -> reader round trips, hand-made v2/nested-array files and the real vocab files.
-#include "runtime/gguf.h"
+#include "runtime/gguf/gguf.h"
 
 #include <gtest/gtest.h>
 

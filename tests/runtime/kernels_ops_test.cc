@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "runtime/kernels/kernels.h"
-#include "runtime/tensor_types.h"
+#include "runtime/core/tensor_types.h"
 #include "tests/runtime/kernels_test_util.h"
 
 namespace ari::runtime::kernels {

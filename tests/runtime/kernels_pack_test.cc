@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "runtime/kernels/pack.h"
-#include "runtime/tensor_types.h"
+#include "runtime/core/tensor_types.h"
 #include "tests/runtime/kernels_test_util.h"
 
 namespace ari::runtime::kernels {

@@ -11,8 +11,8 @@
 #include <random>
 #include <sstream>
 
-#include "runtime/fast_forward.h"
-#include "runtime/model.h"
+#include "runtime/engine/fast_forward.h"
+#include "runtime/model/model.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {

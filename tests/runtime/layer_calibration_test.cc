@@ -1,6 +1,6 @@
 // Layer calibration, drop order, the block loop and perplexity, on stories260K (converted
 // in-process) and on hand-made importance vectors.
-#include "runtime/layer_calibration.h"
+#include "runtime/eval/layer_calibration.h"
 
 #include <gtest/gtest.h>
 #include <math.h>
@@ -9,10 +9,10 @@
 #include <limits>
 #include <sstream>
 
-#include "runtime/block_loop.h"
-#include "runtime/forward.h"
-#include "runtime/perplexity.h"
-#include "runtime/session.h"
+#include "runtime/eval/block_loop.h"
+#include "runtime/model/forward.h"
+#include "runtime/eval/perplexity.h"
+#include "runtime/model/session.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/llama2c_fixture.h"
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
-#include "runtime/llama2c_import.h"
-#include "runtime/mapped_file.h"
-#include "runtime/model.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/convert/llama2c_import.h"
+#include "runtime/core/mapped_file.h"
+#include "runtime/model/model.h"
 
 namespace ari::testing {
 

@@ -1,14 +1,14 @@
-#include "runtime/pack_file.h"
+#include "runtime/model/pack_file.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 
-#include "runtime/engine.h"
-#include "runtime/gguf.h"
+#include "runtime/engine/engine.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/kernels/pack.h"
-#include "runtime/model.h"
+#include "runtime/model/model.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/synth.h"
+#include "runtime/convert/synth.h"
 #include "tests/common/test_util.h"
 
 namespace ari::testing {

@@ -1,6 +1,6 @@
 // Paging: page-range math, mincore residency before/after touching a mapped file, madvise
 // and mlock errors as values, the mlock budget, and per-region hints on a GGUF file.
-#include "runtime/paging.h"
+#include "runtime/engine/paging.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "tests/runtime/paging_fixture.h"
 
 namespace ari::runtime {

@@ -1,6 +1,6 @@
 // RunModelBench (what ari-bench / ari-perf print): structure of the result, not speed (no
 // timing assertions: the machine is shared).
-#include "runtime/perf_bench.h"
+#include "runtime/eval/perf_bench.h"
 
 #include <gtest/gtest.h>
 

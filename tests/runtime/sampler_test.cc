@@ -1,4 +1,4 @@
-#include "runtime/sampler.h"
+#include "runtime/generate/sampler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/synth.h"
+#include "runtime/convert/synth.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "tests/common/test_util.h"
 
 namespace ari::runtime {

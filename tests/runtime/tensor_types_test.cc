@@ -1,6 +1,6 @@
 // Tensor types: fp16/bf16 conversions (known bit patterns, exhaustive rounding checks, F16C
 // hardware as an oracle on x86) and Q8_0/Q4_0 blocks (hand-computed ggml blocks, error bounds).
-#include "runtime/tensor_types.h"
+#include "runtime/core/tensor_types.h"
 
 #include <gtest/gtest.h>
 

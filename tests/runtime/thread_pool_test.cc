@@ -1,4 +1,4 @@
-#include "runtime/thread_pool.h"
+#include "runtime/core/thread_pool.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
-#include "runtime/tensor_types.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/core/tensor_types.h"
 
 namespace ari::testing {
 

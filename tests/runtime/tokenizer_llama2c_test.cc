@@ -1,4 +1,4 @@
-// Tokenizers converted in memory from llama2.c tokenizer.bin files (runtime/llama2c_import.h)
+// Tokenizers converted in memory from llama2.c tokenizer.bin files (runtime/convert/llama2c_import.h)
 // against llama2.c's own outputs: test.c's Llama 2 encode vectors, and the prompt ids and
 // printed texts of run.c in stories260K/aidreams260K reference_outputs.json.
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
-#include "runtime/llama2c_import.h"
-#include "runtime/tokenizer.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/convert/llama2c_import.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/common/mini_json.h"
 #include "tests/common/test_util.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
-#include "runtime/tokenizer.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/common/counting_allocator.h"
 #include "tests/common/test_util.h"
 

@@ -1,7 +1,7 @@
 // Tokenizer golden tests against external oracles: llama.cpp's test-tokenizer-0 vectors
 // (models/ggml-vocab-*.gguf.inp/.out), llama2.c's Llama 2 encode vectors and the prompt ids
 // / texts llama2.c produced for stories260K.
-#include "runtime/tokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
+#include "runtime/gguf/gguf.h"
 #include "tests/common/mini_json.h"
 #include "tests/common/test_util.h"
 

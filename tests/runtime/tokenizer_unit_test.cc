@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
-#include "runtime/tokenizer.h"
-#include "runtime/tokenizer_impl.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/tokenizer_impl.h"
 
 namespace ari::runtime {
 namespace {

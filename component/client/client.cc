@@ -1,0 +1,537 @@
+#include "component/client/client.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+namespace ari::component {
+
+struct StreamState {
+  std::string request_id;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<ari_TokenChunk> queue;
+  bool node_lost = false;
+  bool closed = false;  // client shut down
+  uint32_t next_seq = 0;
+  uint32_t gaps = 0;
+};
+
+namespace {
+
+constexpr dds_attach_t kCookieChunk = 1;
+constexpr dds_attach_t kCookieStatus = 2;
+constexpr dds_attach_t kCookieLiveliness = 3;
+constexpr dds_attach_t kCookieStop = 4;
+constexpr dds_attach_t kCookieMatched = 5;
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+template <class Pred>
+bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+               dds::Duration timeout, Pred pred) {
+  if (timeout == dds::Duration::max() || timeout.count() < 0) {
+    cv.wait(lock, pred);
+    return true;
+  }
+  return cv.wait_for(lock, timeout, pred);
+}
+
+// dds::kIceoryxSettle; ARI_ICEORYX_SETTLE_MS overrides it (diagnosis only: 0 brings
+// the start-up race back, see docs/interface.md "Shared memory").
+dds::Duration IceoryxSettle() {
+  static const dds::Duration settle = [] {
+    const char* env = std::getenv("ARI_ICEORYX_SETTLE_MS");
+    if (env == nullptr || *env == '\0') return dds::kIceoryxSettle;
+    return dds::Duration(std::chrono::milliseconds(std::atoi(env)));
+  }();
+  return settle;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ core
+class ClientCore {
+ public:
+  static Result<std::shared_ptr<ClientCore>> Create(std::shared_ptr<dds::Domain> domain,
+                                                    const ClientOptions& options);
+  ~ClientCore() { Shutdown(); }
+  void Shutdown();
+  Result<Stream> Ask(std::shared_ptr<ClientCore> self, const AskParams& params);
+  Result<void> Cancel(std::string_view request_id);
+  void Forget(const std::string& request_id);
+  Result<void> WaitMatched();
+
+  ClientOptions options_;
+  dds::Participant participant_;
+  dds::Topic request_topic_, chunk_topic_, cancel_topic_, status_topic_;
+  dds::Writer request_writer_, cancel_writer_;
+  dds::Reader chunk_reader_, status_reader_;
+  dds::ReadCondition chunk_cond_, status_cond_;
+  dds::GuardCondition stop_guard_;
+  dds::WaitSet waitset_;
+  std::thread thread_;
+
+  std::mutex write_mutex_;  // request scratch + id counter + match waitset
+  ari_Request request_scratch_{};
+  uint64_t counter_ = 0;
+  uint64_t random_seed_ = 0;
+
+  mutable std::mutex mutex_;  // streams_, view_, closed_
+  std::condition_variable view_cv_;
+  std::unordered_map<std::string, std::shared_ptr<StreamState>> streams_;
+  NodeView view_;
+  bool closed_ = false;
+  // Participant of the node that most recently became alive / published its status:
+  // Ask sends only when that node's request reader and chunk writer are matched (a
+  // dead node's endpoints stay matched until its participant lease expires).
+  std::optional<dds_guid_t> node_participant_;
+  uint64_t events_ = 0;  // bumped on every match/liveliness/status event
+  // Shared memory: when the current node's endpoints were first seen matched (see
+  // dds::kIceoryxSettle); requests wait until the iceoryx connections are up.
+  std::optional<dds_guid_t> settle_node_;
+  std::chrono::steady_clock::time_point settle_since_{};
+
+ private:
+  void Dispatch();
+  void OnChunks();
+  void OnStatus();
+  void OnLiveliness();
+  void OnMatched();
+  bool NodeReady();
+  // Under shared memory: records when the current node was first seen matched and
+  // returns when iceoryx has surely connected (that time + kIceoryxSettle).
+  std::chrono::steady_clock::time_point IceoryxReadyAt();
+};
+
+Result<std::shared_ptr<ClientCore>> ClientCore::Create(std::shared_ptr<dds::Domain> domain,
+                                                       const ClientOptions& options) {
+  if (options.client_id.empty() || options.client_id.size() >= ari_kClientIdLen) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "client id must be 1.." + std::to_string(ari_kClientIdLen - 1) + " bytes");
+  }
+  auto c = std::make_shared<ClientCore>();
+  c->options_ = options;
+  c->random_seed_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}() ^
+                    static_cast<uint64_t>(dds_time());
+  auto pp = dds::Participant::Create(std::move(domain));
+  if (!pp) return std::unexpected(pp.error());
+  c->participant_ = std::move(*pp);
+  using dds::TopicKind;
+  dds::Topic* topics[] = {&c->request_topic_, &c->chunk_topic_, &c->cancel_topic_, &c->status_topic_};
+  const TopicKind kinds[] = {TopicKind::kRequest, TopicKind::kTokenChunk, TopicKind::kCancel,
+                             TopicKind::kNodeStatus};
+  for (int i = 0; i < 4; ++i) {
+    auto t = dds::Topic::Create(c->participant_, kinds[i]);
+    if (!t) return std::unexpected(t.error());
+    *topics[i] = std::move(*t);
+  }
+  auto rw = dds::Writer::Create(c->participant_, c->request_topic_);
+  if (!rw) return std::unexpected(rw.error());
+  auto cw = dds::Writer::Create(c->participant_, c->cancel_topic_);
+  if (!cw) return std::unexpected(cw.error());
+  auto cr = dds::Reader::Create(c->participant_, c->chunk_topic_, DDS_SUBSCRIPTION_MATCHED_STATUS);
+  if (!cr) return std::unexpected(cr.error());
+  auto sr = dds::Reader::Create(c->participant_, c->status_topic_, DDS_LIVELINESS_CHANGED_STATUS);
+  if (!sr) return std::unexpected(sr.error());
+  c->request_writer_ = std::move(*rw);
+  c->cancel_writer_ = std::move(*cw);
+  c->chunk_reader_ = std::move(*cr);
+  c->status_reader_ = std::move(*sr);
+  if (dds_return_t rc = dds_set_status_mask(c->request_writer_.handle(), DDS_PUBLICATION_MATCHED_STATUS);
+      rc != DDS_RETCODE_OK) {
+    return DdsError(rc, "dds_set_status_mask(request writer)");
+  }
+  auto cc = dds::ReadCondition::Create(c->chunk_reader_);
+  if (!cc) return std::unexpected(cc.error());
+  auto sc = dds::ReadCondition::Create(c->status_reader_);
+  if (!sc) return std::unexpected(sc.error());
+  auto g = dds::GuardCondition::Create(c->participant_);
+  if (!g) return std::unexpected(g.error());
+  auto ws = dds::WaitSet::Create(c->participant_);
+  if (!ws) return std::unexpected(ws.error());
+  c->chunk_cond_ = std::move(*cc);
+  c->status_cond_ = std::move(*sc);
+  c->stop_guard_ = std::move(*g);
+  c->waitset_ = std::move(*ws);
+  for (auto [e, cookie] : {std::pair{c->chunk_cond_.handle(), kCookieChunk},
+                           std::pair{c->status_cond_.handle(), kCookieStatus},
+                           std::pair{c->status_reader_.handle(), kCookieLiveliness},
+                           std::pair{c->stop_guard_.handle(), kCookieStop},
+                           std::pair{c->request_writer_.handle(), kCookieMatched},
+                           std::pair{c->chunk_reader_.handle(), kCookieMatched}}) {
+    if (auto r = c->waitset_.Attach(e, cookie); !r) return std::unexpected(r.error());
+  }
+  c->thread_ = std::thread([raw = c.get()] { raw->Dispatch(); });
+  return c;
+}
+
+void ClientCore::Shutdown() {
+  if (thread_.joinable()) {
+    if (auto r = stop_guard_.Trigger(); !r) {
+      std::fprintf(stderr, "ari: client shutdown: %s\n", r.error().ToString().c_str());
+    }
+    thread_.join();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = true;
+  for (auto& [id, s] : streams_) {
+    std::lock_guard<std::mutex> sl(s->mutex);
+    s->closed = true;
+    s->cv.notify_all();
+  }
+  view_cv_.notify_all();
+}
+
+void ClientCore::Dispatch() {
+  dds_attach_t fired[8];
+  for (;;) {
+    auto n = waitset_.Wait(fired, dds::Duration::max());
+    if (!n) return;
+    bool stop = false;
+    for (size_t i = 0; i < *n; ++i) {
+      switch (fired[i]) {
+        case kCookieChunk: OnChunks(); break;
+        case kCookieStatus: OnStatus(); break;
+        case kCookieLiveliness: OnLiveliness(); break;
+        case kCookieStop: stop = true; break;
+        case kCookieMatched: OnMatched(); break;
+        default: break;
+      }
+    }
+    if (stop) return;
+  }
+}
+
+void ClientCore::OnChunks() {
+  const std::string_view me = options_.client_id;
+  for (;;) {
+    auto n = chunk_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t&) {
+      if (sample == nullptr) return;
+      const auto* c = static_cast<const ari_TokenChunk*>(sample);
+      if (dds::FixedView(c->client_id) != me) return;  // another client's answer
+      std::shared_ptr<StreamState> s;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = streams_.find(std::string(dds::FixedView(c->request_id)));
+        if (it == streams_.end()) return;  // stream already dropped by the app
+        s = it->second;
+      }
+      std::lock_guard<std::mutex> sl(s->mutex);
+      s->queue.push_back(*c);
+      s->cv.notify_all();
+    });
+    if (!n || *n == 0) return;
+  }
+}
+
+void ClientCore::OnStatus() {
+  for (;;) {
+    auto n = status_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t& info) {
+      if (sample == nullptr) return;
+      auto who = status_reader_.WriterParticipant(info.publication_handle);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (who) node_participant_ = *who;
+      ++events_;
+      view_.status = *static_cast<const ari_NodeStatus*>(sample);
+      if (view_.liveliness == NodeLiveliness::kUnknown) view_.liveliness = NodeLiveliness::kAlive;
+      view_cv_.notify_all();
+    });
+    if (!n || *n == 0) return;
+  }
+}
+
+void ClientCore::OnLiveliness() {
+  auto st = status_reader_.LivelinessChanged();  // reading resets the status
+  if (!st) return;
+  std::optional<dds_guid_t> gained;
+  if (st->alive_count_change > 0 && st->last_publication_handle != 0) {
+    if (auto who = status_reader_.WriterParticipant(st->last_publication_handle)) gained = *who;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++events_;
+  if (gained) node_participant_ = gained;
+  if (st->alive_count == 0) node_participant_.reset();
+  view_.alive_writers = st->alive_count;
+  if (st->alive_count > 0) {
+    view_.liveliness = NodeLiveliness::kAlive;
+  } else if (view_.liveliness == NodeLiveliness::kAlive) {
+    view_.liveliness = NodeLiveliness::kLost;
+    ++view_.lost_events;
+    for (auto& [id, s] : streams_) {
+      std::lock_guard<std::mutex> sl(s->mutex);
+      s->node_lost = true;
+      s->cv.notify_all();
+    }
+  }
+  view_cv_.notify_all();
+}
+
+void ClientCore::OnMatched() {
+  // Reading the statuses resets them; waiters re-check the matches themselves.
+  (void)request_writer_.MatchedReaders();
+  (void)chunk_reader_.MatchedWriters();
+  if (participant_.domain().shared_memory_enabled() && NodeReady()) (void)IceoryxReadyAt();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++events_;
+  view_cv_.notify_all();
+}
+
+std::chrono::steady_clock::time_point ClientCore::IceoryxReadyAt() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!node_participant_) return now;
+  if (!settle_node_ ||
+      std::memcmp(settle_node_->v, node_participant_->v, sizeof settle_node_->v) != 0) {
+    settle_node_ = node_participant_;
+    settle_since_ = now;
+  }
+  return settle_since_ + IceoryxSettle();
+}
+
+bool ClientCore::NodeReady() {
+  std::optional<dds_guid_t> node;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (view_.liveliness != NodeLiveliness::kAlive) return false;
+    node = node_participant_;
+  }
+  return node && request_writer_.MatchedReaderOf(*node) && chunk_reader_.MatchedWriterOf(*node);
+}
+
+Result<void> ClientCore::WaitMatched() {
+  // Event driven: the dispatcher bumps events_ on every match/liveliness/status change.
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + options_.node_timeout;
+  for (;;) {
+    uint64_t seen;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      seen = events_;
+    }
+    if (NodeReady()) {
+      if (!participant_.domain().shared_memory_enabled()) return {};
+      // DDS reports the match before RouDi has connected the iceoryx publisher and
+      // subscriber of the two sides (dds.h, kIceoryxSettle): samples sent in between
+      // are lost. Wait out the rest of the settle time once per node.
+      const auto ready_at = IceoryxReadyAt();
+      if (ready_at > std::chrono::steady_clock::now()) std::this_thread::sleep_until(ready_at);
+      return {};
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!view_cv_.wait_until(lock, until, [&] { return events_ != seen || closed_; })) {
+      return MakeError(ErrorCode::kNodeAbsent,
+                       "no live ARI node with matched request reader and chunk writer on domain " +
+                           std::to_string(participant_.domain().id()) + " within " +
+                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              options_.node_timeout).count()) + " ms");
+    }
+    if (closed_) return MakeError(ErrorCode::kClosed, "client is shut down");
+  }
+}
+
+Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams& params) {
+  std::lock_guard<std::mutex> wl(write_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return MakeError(ErrorCode::kClosed, "client is shut down");
+  }
+  const uint64_t n = ++counter_;
+  char suffix[40];
+  std::snprintf(suffix, sizeof suffix, "-%llu-%08x", static_cast<unsigned long long>(n),
+                static_cast<unsigned>(SplitMix64(random_seed_ + n) & 0xffffffffu));
+  const std::string id = options_.client_id + suffix;
+  if (auto r = EncodeRequest(params, id, options_.client_id, &request_scratch_); !r) {
+    return std::unexpected(r.error());
+  }
+  if (auto r = WaitMatched(); !r) return std::unexpected(r.error());
+  auto state = std::make_shared<StreamState>();
+  state->request_id = id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_[id] = state;  // registered before writing: no chunk can be missed
+  }
+  if (auto r = request_writer_.Write(&request_scratch_); !r) {
+    Forget(id);
+    return std::unexpected(r.error());
+  }
+  return Stream(std::move(self), std::move(state));
+}
+
+Result<void> ClientCore::Cancel(std::string_view request_id) {
+  ari_Cancel c{};
+  if (request_id.empty() || !dds::CopyFixed(request_id, c.request_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "bad request id for cancel");
+  }
+  dds::CopyFixed(options_.client_id, c.client_id);
+  return cancel_writer_.Write(&c);
+}
+
+void ClientCore::Forget(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_.erase(request_id);
+  }
+  // End the request's instance on our writer so caches do not grow per request.
+  ari_Request key;
+  std::memset(key.request_id, 0, sizeof key.request_id);
+  dds::CopyFixed(request_id, key.request_id);
+  (void)request_writer_.Unregister(&key);
+}
+
+// ------------------------------------------------------------------ stream
+Stream::Stream(std::shared_ptr<ClientCore> core, std::shared_ptr<StreamState> state)
+    : core_(std::move(core)), state_(std::move(state)) {}
+
+Stream::Stream(Stream&& o) noexcept
+    : core_(std::move(o.core_)), state_(std::move(o.state_)), error_(std::move(o.error_)),
+      done_(o.done_) {}
+
+Stream::~Stream() {
+  if (core_ && state_ && !done_) core_->Forget(state_->request_id);
+}
+
+const std::string& Stream::request_id() const { return state_->request_id; }
+
+bool Stream::finished() const { return done_; }
+
+Result<ari_TokenChunk> Stream::Next(dds::Duration timeout) {
+  if (done_ || !state_) return MakeError(ErrorCode::kClosed, "stream already finished");
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  WaitUntil(state_->cv, lock, timeout,
+            [&] { return !state_->queue.empty() || state_->node_lost || state_->closed; });
+  if (!state_->queue.empty()) {
+    ari_TokenChunk c = state_->queue.front();
+    state_->queue.pop_front();
+    if (c.sequence_number > state_->next_seq) state_->gaps += c.sequence_number - state_->next_seq;
+    state_->next_seq = c.sequence_number + 1;
+    if (c.terminal) {
+      done_ = true;
+      error_ = TerminalError(c);
+      lock.unlock();
+      core_->Forget(state_->request_id);  // end the request instance now
+    }
+    return c;
+  }
+  if (state_->node_lost) {
+    error_ = Error{ErrorCode::kNodeLost,
+                   "node liveliness lost during request " + state_->request_id, 0, -1};
+  } else if (state_->closed) {
+    error_ = Error{ErrorCode::kClosed, "client shut down", 0, -1};
+  } else {
+    return MakeError(ErrorCode::kTimeout, "no chunk for " + state_->request_id + " in time");
+  }
+  done_ = true;
+  lock.unlock();
+  core_->Forget(state_->request_id);  // a restarted node must not get it again
+  return std::unexpected(*error_);
+}
+
+Result<StreamSummary> Stream::Wait(const std::function<void(const ari_TokenChunk&)>& on_chunk,
+                                   dds::Duration timeout) {
+  using Clock = std::chrono::steady_clock;
+  const bool forever = timeout == dds::Duration::max() || timeout.count() < 0;
+  const auto until = forever ? Clock::time_point::max() : Clock::now() + timeout;
+  StreamSummary sum;
+  for (;;) {
+    const dds::Duration left = forever ? dds::Duration::max()
+                                       : std::max(dds::Duration::zero(), dds::Duration(until - Clock::now()));
+    auto c = Next(left);
+    if (!c) return std::unexpected(c.error());
+    if (on_chunk) on_chunk(*c);
+    ++sum.chunks;
+    sum.text.append(c->text, std::min<uint32_t>(c->text_len, ari_kChunkTextLen));
+    sum.tokens.insert(sum.tokens.end(), c->token_ids,
+                      c->token_ids + std::min<uint32_t>(c->n_tokens, ari_kChunkMaxTokens));
+    if (c->terminal) {
+      std::memcpy(&sum.status, &c->status, sizeof sum.status);  // no enum load of wire data
+      sum.timing = c->timing;
+      sum.message = std::string(dds::FixedView(c->message));
+      {
+        std::lock_guard<std::mutex> lock(state_->mutex);
+        sum.gaps = state_->gaps;
+      }
+      if (error_) return std::unexpected(*error_);
+      return sum;
+    }
+  }
+}
+
+void Stream::Iterator::Advance() {
+  if (stream_ == nullptr) return;
+  if (stream_->finished()) {
+    stream_ = nullptr;
+    return;
+  }
+  auto c = stream_->Next();
+  if (!c) {
+    stream_ = nullptr;
+    return;
+  }
+  chunk_ = *c;
+}
+
+// ------------------------------------------------------------------ client
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto domain = dds::Domain::Create(options.domain);
+  if (!domain) return std::unexpected(domain.error());
+  return Connect(std::move(*domain), options);
+}
+
+Result<std::unique_ptr<Client>> Client::Connect(std::shared_ptr<dds::Domain> domain,
+                                                const ClientOptions& options) {
+  auto core = ClientCore::Create(std::move(domain), options);
+  if (!core) return std::unexpected(core.error());
+  return std::unique_ptr<Client>(new Client(std::move(*core)));
+}
+
+Client::~Client() { core_->Shutdown(); }
+
+Result<Stream> Client::Ask(const AskParams& params) { return core_->Ask(core_, params); }
+
+Result<void> Client::Cancel(std::string_view request_id) { return core_->Cancel(request_id); }
+
+NodeView Client::Node() const {
+  std::lock_guard<std::mutex> lock(core_->mutex_);
+  return core_->view_;
+}
+
+Result<ari_NodeStatus> Client::WaitForNode(
+    dds::Duration timeout, const std::function<bool(const ari_NodeStatus&)>& accept) {
+  std::unique_lock<std::mutex> lock(core_->mutex_);
+  auto ok = [&] {
+    return core_->view_.status.has_value() && (!accept || accept(*core_->view_.status));
+  };
+  if (!WaitUntil(core_->view_cv_, lock, timeout, [&] { return ok() || core_->closed_; }) || !ok()) {
+    return MakeError(ErrorCode::kNodeAbsent, "no NodeStatus received in time");
+  }
+  return *core_->view_.status;
+}
+
+Result<void> Client::WaitForLiveliness(NodeLiveliness want, dds::Duration timeout) {
+  std::unique_lock<std::mutex> lock(core_->mutex_);
+  if (!WaitUntil(core_->view_cv_, lock, timeout,
+                 [&] { return core_->view_.liveliness == want || core_->closed_; }) ||
+      core_->view_.liveliness != want) {
+    return MakeError(ErrorCode::kTimeout, "node liveliness did not reach the wanted state in time");
+  }
+  return {};
+}
+
+const std::string& Client::client_id() const { return core_->options_.client_id; }
+const dds::Domain& Client::domain() const { return core_->participant_.domain(); }
+bool Client::request_shared_memory() const { return core_->request_writer_.shared_memory(); }
+bool Client::chunk_shared_memory() const { return core_->chunk_reader_.shared_memory(); }
+dds::WriterStats Client::request_stats() const { return core_->request_writer_.stats(); }
+dds::ReaderStats Client::chunk_stats() const { return core_->chunk_reader_.stats(); }
+
+}  // namespace ari::component

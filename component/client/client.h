@@ -1,0 +1,164 @@
+// ari_client: what an in-vehicle app links to talk to an ARI node over DDS.
+//
+//   ari::component::ClientOptions options;       // loopback config, domain 0
+//   auto client = ari::component::Client::Connect(options);
+//   ari::component::AskParams ask;
+//   ask.prompt = "Nearest charger?";
+//   ask.urgency = ari_URGENCY_HIGH;
+//   auto stream = (*client)->Ask(ask);
+//   for (const ari_TokenChunk& c : *stream) fwrite(c.text, 1, c.text_len, stdout);
+//   if (stream->error()) ...             // rejected, deadline missed, node lost...
+//
+// One background thread per client waits on a DDS waitset (never sleep-polls) for
+// chunks, NodeStatus and liveliness changes, and routes chunks to their streams.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ari.h"
+#include "component/client/dds.h"
+#include "component/client/error.h"
+
+namespace ari::component {
+
+struct ClientOptions {
+  dds::DomainOptions domain;            // used when Connect creates the domain
+  std::string client_id = "ari-client"; // 1..31 bytes, no spaces
+  // Ask fails with kNodeAbsent when no node's request reader and chunk writer are
+  // matched within this time.
+  dds::Duration node_timeout = std::chrono::seconds(5);
+};
+
+struct Turn {
+  ari_Role role = ari_ROLE_USER;
+  std::string text;
+};
+
+struct AskParams {
+  std::string prompt;        // either a prompt ...
+  std::vector<Turn> turns;   // ... or chat turns (exactly one of both)
+  ari_Urgency urgency = ari_URGENCY_NORMAL;
+  uint32_t max_tokens = 128;
+  uint32_t deadline_ms = 0;  // 0 = the node's default for the urgency class
+  uint64_t session_id = 0;   // 0 = stateless
+  ari_Sampling sampling{};   // zero = greedy
+};
+
+// Validates and encodes params into a Request sample (no DDS involved).
+Result<void> EncodeRequest(const AskParams& params, std::string_view request_id,
+                           std::string_view client_id, ari_Request* out);
+
+enum class NodeLiveliness { kUnknown, kAlive, kLost };
+
+struct NodeView {
+  NodeLiveliness liveliness = NodeLiveliness::kUnknown;
+  std::optional<ari_NodeStatus> status;  // latest received
+  uint32_t alive_writers = 0;            // NodeStatus writers currently alive
+  uint64_t lost_events = 0;              // times liveliness dropped to zero
+};
+
+struct StreamSummary {
+  ari_Status status = ari_STATUS_OK;
+  std::string text;           // concatenated chunk texts
+  std::vector<int32_t> tokens;
+  uint32_t chunks = 0;
+  uint32_t gaps = 0;          // missing sequence numbers (should be 0)
+  ari_Timing timing{};        // from the terminal chunk
+  std::string message;
+};
+
+// Maps a terminal status to the client error it means (nullopt for DONE).
+std::optional<Error> TerminalError(const ari_TokenChunk& terminal);
+
+class ClientCore;
+struct StreamState;
+
+class Stream {
+ public:
+  Stream(std::shared_ptr<ClientCore> core, std::shared_ptr<StreamState> state);
+  ~Stream();
+  Stream(Stream&&) noexcept;
+  Stream& operator=(Stream&&) = delete;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  const std::string& request_id() const;
+  // Iterator style: the next chunk (the terminal one included); then kClosed.
+  // kTimeout when nothing arrives in time, kNodeLost when the node died mid-stream.
+  Result<ari_TokenChunk> Next(dds::Duration timeout = dds::Duration::max());
+  // Callback style: every chunk to on_chunk until the terminal one; the summary for
+  // DONE, an error (kRejected/kDeadlineMissed/kCancelled/kFailed with .status) else.
+  Result<StreamSummary> Wait(const std::function<void(const ari_TokenChunk&)>& on_chunk = {},
+                             dds::Duration timeout = dds::Duration::max());
+  bool finished() const;
+  // Set when iteration stopped on an error or a non-DONE terminal status.
+  const std::optional<Error>& error() const { return error_; }
+
+  class Iterator {
+   public:
+    using value_type = ari_TokenChunk;
+    using difference_type = std::ptrdiff_t;
+    Iterator() = default;
+    explicit Iterator(Stream* s) : stream_(s) { Advance(); }
+    const ari_TokenChunk& operator*() const { return chunk_; }
+    const ari_TokenChunk* operator->() const { return &chunk_; }
+    Iterator& operator++() { Advance(); return *this; }
+    bool operator==(const Iterator& o) const { return stream_ == o.stream_; }
+
+   private:
+    void Advance();
+    Stream* stream_ = nullptr;
+    ari_TokenChunk chunk_{};
+  };
+  Iterator begin() { return Iterator(this); }
+  Iterator end() { return Iterator(); }
+
+ private:
+  std::shared_ptr<ClientCore> core_;
+  std::shared_ptr<StreamState> state_;
+  std::optional<Error> error_;
+  bool done_ = false;
+};
+
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  // Shares a Domain already created in this process (e.g. with a NodeTransport).
+  static Result<std::unique_ptr<Client>> Connect(std::shared_ptr<dds::Domain> domain,
+                                                 const ClientOptions& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Publishes a request with a fresh id "<client id>-<counter>-<random hex>".
+  Result<Stream> Ask(const AskParams& params);
+  Result<void> Cancel(std::string_view request_id);
+  NodeView Node() const;
+  // Blocks until a NodeStatus arrived (transient-local: at once when a node runs) that
+  // `accept` accepts (default: any), e.g. the first status of a restarted node.
+  Result<ari_NodeStatus> WaitForNode(dds::Duration timeout,
+                                     const std::function<bool(const ari_NodeStatus&)>& accept = {});
+  // Blocks until liveliness is `want` (e.g. kLost after the node died).
+  Result<void> WaitForLiveliness(NodeLiveliness want, dds::Duration timeout);
+
+  const std::string& client_id() const;
+  const dds::Domain& domain() const;
+  bool request_shared_memory() const;  // request writer goes through iceoryx
+  bool chunk_shared_memory() const;    // chunk reader gets samples through iceoryx
+  dds::WriterStats request_stats() const;
+  dds::ReaderStats chunk_stats() const;
+
+ private:
+  explicit Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
+  std::shared_ptr<ClientCore> core_;
+};
+
+}  // namespace ari::component

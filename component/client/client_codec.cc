@@ -1,0 +1,78 @@
+// Request encoding and terminal-status mapping of ari_client (no DDS entities).
+#include <cstring>
+#include <string>
+
+#include "component/client/client.h"
+
+namespace ari::component {
+
+Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
+                           std::string_view client_id, ari_Request* out) {
+  std::memset(out, 0, sizeof *out);
+  auto bad = [](std::string m) { return MakeError(ErrorCode::kInvalidArgument, std::move(m)); };
+  if (request_id.empty() || !dds::CopyFixed(request_id, out->request_id)) {
+    return bad("request id must be 1.." + std::to_string(ari_kRequestIdLen - 1) + " bytes");
+  }
+  if (client_id.empty() || !dds::CopyFixed(client_id, out->client_id)) {
+    return bad("client id must be 1.." + std::to_string(ari_kClientIdLen - 1) + " bytes");
+  }
+  if (p.prompt.empty() == p.turns.empty()) return bad("give either a prompt or chat turns");
+  if (const int32_t u = dds::RawEnum(p.urgency); u < ari_URGENCY_BACKGROUND || u > ari_URGENCY_CRITICAL) {
+    return bad("unknown urgency " + std::to_string(u));
+  }
+  if (p.max_tokens == 0) return bad("max_tokens must be > 0");
+  if (p.prompt.size() > ari_kPromptLen) {
+    return bad("prompt has " + std::to_string(p.prompt.size()) + " bytes, limit " +
+               std::to_string(ari_kPromptLen));
+  }
+  if (p.turns.size() > ari_kMaxTurns) {
+    return bad("too many chat turns: " + std::to_string(p.turns.size()) + " > " +
+               std::to_string(ari_kMaxTurns));
+  }
+  out->urgency = p.urgency;
+  out->max_tokens = p.max_tokens;
+  out->deadline_ms = p.deadline_ms;
+  out->session_id = p.session_id;
+  out->sampling = p.sampling;
+  out->prompt_len = static_cast<uint32_t>(p.prompt.size());
+  std::memcpy(out->prompt, p.prompt.data(), p.prompt.size());
+  out->n_turns = static_cast<uint32_t>(p.turns.size());
+  for (size_t i = 0; i < p.turns.size(); ++i) {
+    const Turn& t = p.turns[i];
+    if (const int32_t role = dds::RawEnum(t.role); role < ari_ROLE_SYSTEM || role > ari_ROLE_ASSISTANT) {
+      return bad("turn " + std::to_string(i) + ": unknown role");
+    }
+    if (t.text.size() > ari_kTurnTextLen) {
+      return bad("turn " + std::to_string(i) + " has " + std::to_string(t.text.size()) +
+                 " bytes, limit " + std::to_string(ari_kTurnTextLen));
+    }
+    out->turns[i].role = t.role;
+    out->turns[i].text_len = static_cast<uint32_t>(t.text.size());
+    std::memcpy(out->turns[i].text, t.text.data(), t.text.size());
+  }
+  return {};
+}
+
+std::optional<Error> TerminalError(const ari_TokenChunk& c) {
+  const std::string msg(dds::FixedView(c.message));
+  auto make = [&](ErrorCode code, const char* what) {
+    std::string m = std::string("request ") + std::string(dds::FixedView(c.request_id)) + " " + what;
+    if (!msg.empty()) m += ": " + msg;
+    return Error{code, m, 0, dds::RawEnum(c.status)};
+  };
+  switch (dds::RawEnum(c.status)) {
+    case ari_STATUS_DONE: return std::nullopt;
+    case ari_STATUS_CANCELLED: return make(ErrorCode::kCancelled, "cancelled");
+    case ari_STATUS_DEADLINE_MISSED: return make(ErrorCode::kDeadlineMissed, "missed its deadline");
+    case ari_STATUS_REJECTED: return make(ErrorCode::kRejected, "rejected (REJECTED)");
+    case ari_STATUS_BUSY: return make(ErrorCode::kRejected, "rejected (BUSY)");
+    case ari_STATUS_INVALID: return make(ErrorCode::kRejected, "rejected (INVALID)");
+    case ari_STATUS_FORBIDDEN: return make(ErrorCode::kRejected, "rejected (FORBIDDEN)");
+    case ari_STATUS_FAILED: return make(ErrorCode::kFailed, "failed");
+    case ari_STATUS_SHUTDOWN: return make(ErrorCode::kFailed, "ended by node shutdown");
+    default: break;  // OK or out of range: not a valid terminal status
+  }
+  return make(ErrorCode::kInternal, "ended with a non-terminal status");
+}
+
+}  // namespace ari::component

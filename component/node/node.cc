@@ -1,0 +1,393 @@
+#include "component/node/node.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "component/node/env_replay.h"
+#include "runtime/model/model.h"
+#include "thermal/clock.h"
+#include "thermal/rc_model.h"
+#include "thermal/replay_source.h"
+#include "thermal/sensors_source.h"
+#include "thermal/sysfs_source.h"
+
+namespace ari::component {
+namespace {
+
+int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
+
+void Log(const char* fmt, auto... args) {
+  std::fprintf(stderr, "[ari-node] ");
+  if constexpr (sizeof...(args) == 0) {
+    std::fputs(fmt, stderr);  // clang: -Wformat-security on a non-literal without args
+  } else {
+    std::fprintf(stderr, fmt, args...);
+  }
+  std::fputc('\n', stderr);
+}
+
+class CollectErrors final : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit CollectErrors(std::string_view origin) : origin_(origin) {}
+  void AddError(int line, int column, const std::string& message) override {
+    text += origin_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " +
+            message + "\n";
+  }
+  std::string text;
+
+ private:
+  std::string origin_;
+};
+
+std::filesystem::path Resolve(const std::filesystem::path& base, const std::string& p) {
+  if (p.empty()) return {};
+  std::filesystem::path path(p);
+  return path.is_absolute() || base.empty() ? path : base / path;
+}
+
+}  // namespace
+
+// Forwards to the real source and remembers the last reading for NodeStatus.
+class Node::RecordingSource final : public thermal::TemperatureSource {
+ public:
+  RecordingSource(std::unique_ptr<thermal::TemperatureSource> inner, bool simulated)
+      : inner_(std::move(inner)), simulated_(simulated) {}
+  void ReadInto(thermal::Reading& out) override {
+    inner_->ReadInto(out);
+    celsius_.store(static_cast<float>(out.celsius));
+    state_.store(static_cast<int>(out.state));
+  }
+  std::string_view name() const override { return inner_->name(); }
+  float celsius() const { return celsius_.load(); }
+  ari_SensorState wire_state() const {
+    switch (static_cast<thermal::SensorState>(state_.load())) {
+      case thermal::SensorState::kOk: return simulated_ ? ari_SENSOR_SIMULATED : ari_SENSOR_OK;
+      case thermal::SensorState::kStale: return ari_SENSOR_STALE;
+      default: return ari_SENSOR_MISSING;
+    }
+  }
+
+ private:
+  std::unique_ptr<thermal::TemperatureSource> inner_;
+  bool simulated_;
+  std::atomic<float> celsius_{NAN};
+  std::atomic<int> state_{static_cast<int>(thermal::SensorState::kNoSensor)};
+};
+
+// Lets a shared (caller-owned) source stand where the node expects to own one.
+class SharedSource final : public thermal::TemperatureSource {
+ public:
+  explicit SharedSource(std::shared_ptr<thermal::TemperatureSource> inner)
+      : inner_(std::move(inner)) {}
+  void ReadInto(thermal::Reading& out) override { inner_->ReadInto(out); }
+  std::string_view name() const override { return inner_->name(); }
+
+ private:
+  std::shared_ptr<thermal::TemperatureSource> inner_;
+};
+
+Result<config::NodeConfig> ParseNodeConfig(std::string_view text, std::string_view origin) {
+  config::NodeConfig cfg;
+  google::protobuf::TextFormat::Parser parser;
+  CollectErrors errors(origin);
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &cfg)) {
+    return MakeError(ErrorCode::kConfig, errors.text.empty() ? std::string(origin) + ": parse error"
+                                                             : errors.text);
+  }
+  return cfg;
+}
+
+Result<config::NodeConfig> LoadNodeConfig(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return MakeError(ErrorCode::kConfig, "cannot read node config " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseNodeConfig(ss.str(), path.string());
+}
+
+ari_Status WireStatus(qos::TerminalStatus s) {
+  switch (s) {
+    case qos::TerminalStatus::kDone: return ari_STATUS_DONE;
+    case qos::TerminalStatus::kCancelled: return ari_STATUS_CANCELLED;
+    case qos::TerminalStatus::kDeadlineMissed: return ari_STATUS_DEADLINE_MISSED;
+    case qos::TerminalStatus::kRejected: return ari_STATUS_REJECTED;
+    case qos::TerminalStatus::kFailed: return ari_STATUS_FAILED;
+    case qos::TerminalStatus::kShutdown: return ari_STATUS_SHUTDOWN;
+  }
+  return ari_STATUS_FAILED;
+}
+
+Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
+                                           const NodeOverrides& ov) {
+  std::unique_ptr<Node> node(new Node());
+  node->start_ns_ = NowNs();
+  node->config_ = config;
+  config::NodeConfig& c = node->config_;
+  if (!ov.model.empty()) c.set_model_path(ov.model);
+  if (!ov.policy.empty()) c.set_policy_path(ov.policy);
+  if (ov.domain_id >= 0) c.mutable_dds()->set_domain_id(static_cast<uint32_t>(ov.domain_id));
+  if (!ov.cyclone_config.empty()) c.mutable_dds()->set_cyclone_config(ov.cyclone_config);
+  const auto& lim = c.limits();
+  node->limits_.max_prompt_bytes =
+      lim.max_prompt_bytes() ? std::min<uint32_t>(lim.max_prompt_bytes(), ari_kPromptLen - 1)
+                             : ari_kPromptLen - 1;
+  node->limits_.min_max_tokens = std::max<uint32_t>(1, lim.min_max_tokens());
+  node->limits_.max_max_tokens = lim.max_max_tokens() ? lim.max_max_tokens() : 256;
+  if (node->limits_.min_max_tokens > node->limits_.max_max_tokens) {
+    return MakeError(ErrorCode::kConfig, "limits: min_max_tokens > max_max_tokens");
+  }
+  node->rate_ = std::make_unique<RateLimiter>(lim.client_rate_per_s(),
+                                              lim.client_burst() ? lim.client_burst() : 4);
+  // Urgency rights from authenticated identities (DDS Security; component/node/identity.h).
+  for (const auto& cert : c.security().critical_identity_certs()) {
+    auto prefix = GuidPrefixForCertificateFile(Resolve(ov.base_dir, cert));
+    if (!prefix) return MakeError(ErrorCode::kConfig, "security: " + prefix.error().message);
+    node->critical_prefixes_.push_back(*prefix);
+  }
+
+  // Policy.
+  node->policy_path_ = ov.policy.empty() ? Resolve(ov.base_dir, c.policy_path())
+                                         : std::filesystem::path(ov.policy);
+  if (node->policy_path_.empty()) return MakeError(ErrorCode::kConfig, "policy_path not set");
+  auto policy = qos::LoadPolicyFile(node->policy_path_);
+  if (!policy) return MakeError(ErrorCode::kConfig, "policy: " + policy.error().ToString());
+  node->policy_ = std::make_unique<qos::Policy>(std::move(*policy));
+
+  // Model (fallback when the main one does not load).
+  runtime::EngineOptions eo;
+  eo.slots = c.session_slots() ? static_cast<int32_t>(c.session_slots()) : 2;
+  eo.context_length = c.max_context() ? static_cast<int32_t>(c.max_context()) : 512;
+  eo.max_chunk = c.max_chunk() ? static_cast<int32_t>(c.max_chunk()) : 64;
+  eo.max_output = static_cast<int32_t>(node->limits_.max_max_tokens);
+  eo.threads = static_cast<int32_t>(c.threads());
+  eo.require_tokenizer = true;
+  std::filesystem::path model = ov.model.empty() ? Resolve(ov.base_dir, c.model_path())
+                                                 : std::filesystem::path(ov.model);
+  eo.model_path = model;
+  auto engine = runtime::Engine::Create(eo);
+  if (!engine && !c.fallback_model_path().empty()) {
+    Log("model %s failed (%s); trying fallback", model.c_str(), engine.error().ToString().c_str());
+    model = Resolve(ov.base_dir, c.fallback_model_path());
+    eo.model_path = model;
+    engine = runtime::Engine::Create(eo);
+  }
+  if (!engine) {
+    return MakeError(ErrorCode::kConfig, "model " + model.string() + ": " +
+                                             engine.error().ToString());
+  }
+  node->engine_ = std::move(*engine);
+  // The mapped file must stay as loaded: each turn and chunk checks it (model_guard.h).
+  auto watch = ModelFileWatch::Open(model, node->engine_->model().file().bytes().size());
+  if (!watch) return std::unexpected(watch.error());
+  node->model_watch_ = std::move(*watch);
+  node->guarded_ = std::make_unique<GuardedRunner>(*node->engine_, *node->model_watch_);
+  node->tokenizer_ = node->engine_->model().tokenizer();
+  if (node->tokenizer_ == nullptr) return MakeError(ErrorCode::kConfig, "model has no tokenizer");
+  node->model_name_ = model.filename().string();
+  node->model_text_ = node->model_name_;
+  // Memory ladder: the fallback model is mapped only when the ladder asks for it (not
+  // when it already serves as the main model because model_path failed to load).
+  if (const auto fb = Resolve(ov.base_dir, c.fallback_model_path());
+      !fb.empty() && fb != model) {
+    if (std::filesystem::exists(fb)) {
+      runtime::EngineOptions fo = eo;
+      fo.model_path = fb;
+      node->fallback_ = std::make_unique<FallbackModel>(fo, node->tokenizer_);
+    } else {
+      Log("fallback model %s not found: the memory ladder's fallback step is disabled",
+          fb.c_str());
+    }
+  }
+
+  // Warm-up: one tiny chunk so first-touch page faults and pool start-up are paid now.
+  {
+    std::vector<runtime::TokenId> tiny = {node->tokenizer_->Bos() >= 0 ? node->tokenizer_->Bos()
+                                                                        : 0};
+    runtime::TurnSpec turn;
+    turn.prompt = tiny;
+    turn.max_tokens = 1;
+    turn.keep_context = false;
+    if (auto r = node->engine_->StartTurn(0, turn); !r) {
+      return MakeError(ErrorCode::kInternal, "warm-up: " + r.error().ToString());
+    }
+    for (int i = 0; i < 4; ++i) {
+      auto r = node->engine_->RunChunk(0, runtime::ChunkKnobs{});
+      if (!r) return MakeError(ErrorCode::kInternal, "warm-up: " + r.error().ToString());
+      if (r->finished) break;
+    }
+    node->engine_->ResetSlot(0);
+  }
+
+  // Temperature source.
+  const auto& clock = thermal::SteadyClock::Instance();
+  std::unique_ptr<thermal::TemperatureSource> src;
+  bool simulated = false;
+  const auto kind = ov.temperature ? config::SENSOR_NONE : c.sensor().kind();
+  if (kind == config::SENSOR_SENSORS || kind == config::SENSOR_AUTO) {
+    auto s = thermal::SensorsSource::Open({}, clock);
+    if (s && !(*s)->input_names().empty()) {
+      src = std::move(*s);
+    } else if (kind == config::SENSOR_SENSORS) {
+      return MakeError(ErrorCode::kConfig, "libsensors: " + (s ? (*s)->detail()
+                                                               : s.error().ToString()));
+    }
+  }
+  if (!src && (kind == config::SENSOR_SYSFS || kind == config::SENSOR_AUTO)) {
+    thermal::SysfsOptions so;
+    if (!c.sensor().sysfs_root().empty()) so.root = c.sensor().sysfs_root();
+    for (const auto& t : c.sensor().sysfs_types()) so.types.push_back(t);
+    src = std::make_unique<thermal::SysfsSource>(so, clock);
+  }
+  if (kind == config::SENSOR_RC_MODEL) {
+    auto m = thermal::RcModel::Create(thermal::RcParams{});
+    if (!m) return MakeError(ErrorCode::kConfig, "rc model: " + m.error().ToString());
+    src = std::make_unique<thermal::RcModelSource>(std::move(*m), clock);
+    simulated = true;
+  } else if (kind == config::SENSOR_REPLAY) {
+    auto t = thermal::ReplayTrace::Load(Resolve(ov.base_dir, c.sensor().replay_csv()));
+    if (!t) return MakeError(ErrorCode::kConfig, "replay: " + t.error().ToString());
+    thermal::ReplayOptions ro;
+    ro.loop = true;
+    src = std::make_unique<thermal::ReplaySource>(std::move(*t), clock, clock.NowNs(), ro);
+    simulated = true;
+  } else if (kind == config::SENSOR_DDS_REPLAY) {  // simulation only (env_replay.h)
+    EnvReplayOptions er;
+    if (c.sensor().dds_replay_max_age_ms()) {
+      er.max_age_ns = int64_t{c.sensor().dds_replay_max_age_ms()} * 1'000'000;
+    }
+    node->env_ = std::make_unique<EnvReplay>(er);
+    src = node->env_->TemperatureSource();
+    simulated = true;
+  } else if (kind == config::SENSOR_NONE) {
+    src.reset();
+  }
+  if (ov.temperature) src = std::make_unique<SharedSource>(ov.temperature);
+  if (src) node->temperature_ = std::make_unique<RecordingSource>(std::move(src), simulated);
+
+  node->memory_source_ = ov.memory_source;
+  if (!node->memory_source_ && node->env_) {
+    node->memory_source_ = [env = node->env_.get()] { return env->Memory(); };
+    Log("memory and temperature from ari/v1/sim_environment (SENSOR_DDS_REPLAY)");
+  } else if (node->memory_source_) {
+    Log("memory reading injected by the caller");
+  } else if (auto m = thermal::MemoryMonitor::Create(); m) {
+    node->memory_ = std::make_unique<thermal::MemoryMonitor>(std::move(*m));
+  } else {
+    Log("memory monitor unavailable: %s", m.error().ToString().c_str());
+  }
+
+  // Scheduler.
+  qos::SchedulerOptions so;
+  so.policy = node->policy_.get();
+  so.engine = node->guarded_.get();
+  so.clock = &clock;
+  so.sink = node.get();
+  so.temperature = node->temperature_.get();
+  so.max_prefill_chunk = eo.max_chunk;
+  so.fallback = node->fallback_.get();
+  Node* self = node.get();
+  so.memory = [self]() -> std::optional<thermal::MemoryReading> {
+    if (self->memory_source_) {
+      auto r = self->memory_source_();
+      if (r) self->memory_available_.store(r->available_bytes);
+      return r;
+    }
+    if (!self->memory_) return std::nullopt;
+    auto r = self->memory_->Read();
+    if (!r) return std::nullopt;
+    self->memory_available_.store(r->available_bytes);
+    return *r;
+  };
+  auto sched = qos::Scheduler::Create(std::move(so));
+  if (!sched) return MakeError(ErrorCode::kInternal, "scheduler: " + sched.error().ToString());
+  node->scheduler_ = std::move(*sched);
+
+  // DDS.
+  dds::DomainOptions dopt;
+  dopt.domain_id = c.dds().domain_id();
+  dopt.config = c.dds().cyclone_config().empty()
+                    ? dds::DefaultConfigUri()
+                    : Resolve(ov.base_dir, c.dds().cyclone_config()).string();
+  dopt.shared_memory =
+      c.dds().shared_memory() ? dds::SharedMemoryMode::kFromConfig : dds::SharedMemoryMode::kOff;
+  NodeTransportOptions topt;
+  if (!c.dds().node_id().empty()) topt.node_id = c.dds().node_id();
+  if (c.dds().liveliness_lease_ms()) {
+    topt.liveliness_lease = std::chrono::milliseconds(c.dds().liveliness_lease_ms());
+  }
+  std::shared_ptr<dds::Domain> domain = ov.domain;
+  if (!domain && node->env_) {  // the environment reader shares the transport's domain
+    auto d = dds::Domain::Create(dopt);
+    if (!d) return std::unexpected(d.error());
+    domain = std::move(*d);
+  }
+  auto transport = domain ? NodeTransport::Create(domain, topt)
+                          : NodeTransport::Create(dopt, topt);
+  if (!transport) return std::unexpected(transport.error());
+  node->transport_ = std::move(*transport);
+  if (node->env_) {
+    if (auto r = node->env_->Start(domain); !r) return std::unexpected(r.error());
+  }
+  Log("%s", node->transport_->Describe().c_str());
+  Log("model %s (%s), fallback %s, policy %s, sensor %s, memory %s",
+      node->model_name_.c_str(), node->engine_->has_pack() ? "pack" : "plain",
+      node->fallback_ ? node->fallback_->path().c_str() : "none", node->policy_->name.c_str(),
+      node->temperature_ ? std::string(node->temperature_->name()).c_str() : "none",
+      node->memory_source_ ? "injected"
+      : node->memory_      ? node->memory_->Describe().c_str()
+                           : "none");
+
+  node->StartScheduler();
+  if (auto r = node->transport_->Start(
+          [self](const ari_Request& r, const RequestInfo& i) { self->OnRequest(r, i); },
+          [self](const ari_Cancel& c) { self->OnCancel(c); });
+      !r) {
+    return std::unexpected(r.error());
+  }
+  {
+    std::lock_guard<std::mutex> l(node->status_mu_);
+    node->state_ = ari_NODE_READY;
+  }
+  node->ready_ms_ = (NowNs() - node->start_ns_) / 1'000'000;
+  node->PublishStatus(ari_NODE_READY);
+  Log("ready in %lld ms (domain %u, node id %s)", static_cast<long long>(node->ready_ms_),
+      c.dds().domain_id(), node->transport_->node_id().c_str());
+  return node;
+}
+
+Node::~Node() {
+  if (transport_) transport_->Stop();
+  StopScheduler();
+  if (scheduler_) scheduler_->Shutdown("node destroyed");
+}
+
+void Node::StartScheduler() {
+  sched_thread_ = std::jthread([this](std::stop_token st) { scheduler_->Run(st); });
+}
+
+void Node::StopScheduler() {
+  if (sched_thread_.joinable()) {
+    sched_thread_.request_stop();
+    sched_thread_.join();
+  }
+}
+
+float Node::TemperatureC() const { return temperature_ ? temperature_->celsius() : NAN; }
+
+ari_SensorState Node::SensorWireState() const {
+  return temperature_ ? temperature_->wire_state() : ari_SENSOR_MISSING;
+}
+
+}  // namespace ari::component

@@ -1,0 +1,159 @@
+// ari-node: wires the engine, the QoS scheduler and the DDS transport together.
+//
+//   auto config = LoadNodeConfig("config/node.textproto");
+//   auto node = Node::Create(*config, {.model_override = "..."});
+//   int signal_fd = ...;          // signalfd for SIGTERM/SIGINT/SIGHUP (blocked)
+//   return (*node)->Serve(signal_fd);
+//
+// Threads: the transport's receive thread validates and admits requests (answering
+// refusals at once with one terminal chunk); the scheduler thread runs chunks and
+// publishes TokenChunks through the ChunkSink callbacks; the Serve() thread publishes
+// the periodic NodeStatus and handles signals (SIGHUP: reload the policy; SIGTERM /
+// SIGINT: stop admitting, finish or cancel in-flight requests per config, publish
+// their terminals, return 0).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "component/client/error.h"
+#include "component/node/fallback_model.h"
+#include "component/node/identity.h"
+#include "component/node/model_guard.h"
+#include "component/node/node_transport.h"
+#include "component/node/request_validator.h"
+#include "idl/node_config.pb.h"
+#include "qos/policy.h"
+#include "qos/scheduler.h"
+#include "runtime/engine/engine.h"
+#include "thermal/memory_monitor.h"
+#include "thermal/source.h"
+
+namespace ari::component {
+
+class EnvReplay;  // component/node/env_replay.h (sensor kind SENSOR_DDS_REPLAY only)
+
+// Parses a NodeConfig in protobuf text format (errors name file, line and column).
+Result<config::NodeConfig> ParseNodeConfig(std::string_view text, std::string_view origin);
+Result<config::NodeConfig> LoadNodeConfig(const std::filesystem::path& path);
+
+struct NodeOverrides {
+  std::filesystem::path base_dir;   // relative paths in the config resolve against it
+  std::string model;                // non-empty: replaces model_path
+  int domain_id = -1;               // >= 0: replaces dds.domain_id
+  std::string cyclone_config;       // non-empty: replaces dds.cyclone_config
+  std::string policy;               // non-empty: replaces policy_path
+  // Tests and simulators: the memory reading the ladder sees (replaces the
+  // MemoryMonitor), and a DDS domain shared with in-process clients.
+  std::function<std::optional<thermal::MemoryReading>()> memory_source;
+  std::shared_ptr<dds::Domain> domain;
+  // Fault-injection tests: a temperature source used instead of the config's sensor.
+  std::shared_ptr<thermal::TemperatureSource> temperature;
+};
+
+// Maps a scheduler terminal to the wire status.
+ari_Status WireStatus(qos::TerminalStatus s);
+
+class Node final : public qos::ChunkSink {
+ public:
+  static Result<std::unique_ptr<Node>> Create(const config::NodeConfig& config,
+                                              const NodeOverrides& overrides = {});
+  ~Node() override;
+
+  // Serves until SIGTERM/SIGINT arrives on `signal_fd` (a signalfd, or -1 to serve
+  // until RequestStop()). Returns the process exit code (0 on a clean stop).
+  int Serve(int signal_fd);
+  void RequestStop();  // same as SIGTERM (thread-safe)
+  // Loads the policy file again; an invalid file keeps the old policy (error says why).
+  Result<void> ReloadPolicy();
+
+  int64_t ready_ms() const { return ready_ms_; }
+
+  // qos::ChunkSink (scheduler thread):
+  void OnChunk(const qos::ChunkEvent& chunk) override;
+  void OnTerminal(const qos::TerminalEvent& terminal) override;
+  void OnDecision(const qos::Decision& decision, int64_t now_ns) override;
+  void OnFallback(const qos::FallbackEvent& event) override;
+
+  // The memory ladder's fallback model (null when none is configured).
+  const FallbackModel* fallback_model() const { return fallback_.get(); }
+
+ private:
+  struct LiveRequest {
+    std::string request_id;
+    std::string client_id;
+    ari_Urgency urgency = ari_URGENCY_NORMAL;
+    uint32_t seq = 0;
+    int64_t admitted_ns = 0;
+    int64_t first_token_ns = -1;
+    uint32_t tokens = 0;
+  };
+  class RecordingSource;
+
+  Node() = default;
+  void OnRequest(const ari_Request& request, const RequestInfo& info);
+  void OnCancel(const ari_Cancel& cancel);
+  void Refuse(const ari_Request& request, ari_Status status, std::string_view message);
+  Result<std::vector<runtime::TokenId>> Tokenize(const ari_Request& request) const;
+  void PublishStatus(ari_NodeState state);
+  void StartScheduler();
+  void StopScheduler();
+  void Drain(int signal_fd);
+  float TemperatureC() const;
+  ari_SensorState SensorWireState() const;
+
+  config::NodeConfig config_;
+  std::filesystem::path policy_path_;
+  std::string model_name_;
+  RequestLimits limits_;
+  // security.critical_identity_certs: GUID prefixes of identities allowed CRITICAL
+  // (empty: no restriction). See component/node/identity.h.
+  std::vector<GuidPrefix6> critical_prefixes_;
+  std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<ModelFileWatch> model_watch_;  // the mapped file's size/mtime at load
+  std::unique_ptr<GuardedRunner> guarded_;       // engine_ behind model_watch_ (scheduler)
+  const runtime::Tokenizer* tokenizer_ = nullptr;
+  std::unique_ptr<qos::Policy> policy_;
+  std::unique_ptr<RecordingSource> temperature_;
+  std::unique_ptr<EnvReplay> env_;  // SENSOR_DDS_REPLAY: environment from the simulator
+  std::unique_ptr<thermal::MemoryMonitor> memory_;
+  std::function<std::optional<thermal::MemoryReading>()> memory_source_;
+  std::unique_ptr<FallbackModel> fallback_;  // declared before scheduler_: outlives it
+  std::unique_ptr<qos::Scheduler> scheduler_;
+  std::unique_ptr<NodeTransport> transport_;
+  std::jthread sched_thread_;
+
+  std::mutex mu_;  // guards everything below up to the atomics
+  std::unordered_map<uint64_t, LiveRequest> live_;
+  std::unordered_map<std::string, uint64_t> by_request_id_;
+  RecentIds recent_ids_;
+  RecentIds early_cancels_{256};  // cancels that overtook their request
+  std::unique_ptr<RateLimiter> rate_;
+  uint64_t next_id_ = 1;
+  std::string decision_text_ = "idle";
+  std::string reason_text_ = "starting";
+  std::string model_text_;  // NodeStatus.model: the model new requests go to
+
+  std::mutex admit_mu_;  // Submit vs. policy swap (Submit reads the policy)
+  std::mutex status_mu_;
+  uint32_t status_seq_ = 0;
+  ari_NodeState state_ = ari_NODE_STARTING;
+
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<uint64_t> tokens_total_{0};
+  std::atomic<uint64_t> memory_available_{0};
+  float tokens_per_s_ = 0.0f;
+  int64_t start_ns_ = 0;
+  int64_t ready_ms_ = 0;
+};
+
+}  // namespace ari::component

@@ -1,0 +1,506 @@
+// Node: admission, streaming (ChunkSink -> TokenChunks), NodeStatus, signals.
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+
+#include "component/node/node.h"
+#include "thermal/clock.h"
+
+namespace ari::component {
+namespace {
+
+int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void Log(const char* fmt, auto... args) {
+  std::fprintf(stderr, "[ari-node] ");
+  if constexpr (sizeof...(args) == 0) {
+    std::fputs(fmt, stderr);  // clang: -Wformat-security on a non-literal without args
+  } else {
+    std::fprintf(stderr, fmt, args...);
+  }
+  std::fputc('\n', stderr);
+}
+
+qos::Urgency ToQos(ari_Urgency u) {
+  switch (dds::RawEnum(u)) {
+    case ari_URGENCY_CRITICAL: return qos::Urgency::kCritical;
+    case ari_URGENCY_HIGH: return qos::Urgency::kHigh;
+    case ari_URGENCY_BACKGROUND: return qos::Urgency::kBackground;
+    default: return qos::Urgency::kNormal;
+  }
+}
+
+// Longest prefix of at most `max` bytes ending on a UTF-8 boundary (never 0 for max > 3).
+size_t Utf8Cut(std::string_view text, size_t max) {
+  if (text.size() <= max) return text.size();
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xc0) == 0x80) --n;
+  return n == 0 ? max : n;
+}
+
+uint32_t Us(int64_t ns) {
+  return ns <= 0 ? 0 : static_cast<uint32_t>(std::min<int64_t>(ns / 1000, UINT32_MAX));
+}
+
+}  // namespace
+
+void Node::Refuse(const ari_Request& request, ari_Status status, std::string_view message) {
+  const std::string_view rid = dds::FixedView(request.request_id);
+  Log("refused %.*s: %s %.*s", static_cast<int>(rid.size()), rid.data(),
+      status == ari_STATUS_BUSY ? "BUSY" : status == ari_STATUS_INVALID ? "INVALID"
+      : status == ari_STATUS_SHUTDOWN ? "SHUTDOWN" : "REJECTED",
+      static_cast<int>(message.size()), message.data());
+  (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
+    c = ari_TokenChunk{};
+    std::memcpy(c.request_id, request.request_id, sizeof c.request_id);
+    c.request_id[sizeof c.request_id - 1] = '\0';
+    std::memcpy(c.client_id, request.client_id, sizeof c.client_id);
+    c.client_id[sizeof c.client_id - 1] = '\0';
+    c.sequence_number = 0;
+    c.terminal = true;
+    c.status = status;
+    dds::CopyFixed(message.substr(0, Utf8Cut(message, sizeof c.message - 1)), c.message);
+  });
+}
+
+Result<std::vector<runtime::TokenId>> Node::Tokenize(const ari_Request& r) const {
+  std::string text;
+  if (r.n_turns > 0) {
+    // Plain concatenation: the shipped tiny models have no chat template.
+    for (uint32_t t = 0; t < r.n_turns; ++t) {
+      if (t) text += "\n";
+      text.append(r.turns[t].text, r.turns[t].text_len);
+    }
+  } else {
+    text.assign(r.prompt, r.prompt_len);
+  }
+  runtime::EncodeOptions eo;
+  auto ids = tokenizer_->Encode(text, eo);
+  if (!ids) return MakeError(ErrorCode::kInvalidArgument, ids.error().ToString());
+  if (ids->empty()) return MakeError(ErrorCode::kInvalidArgument, "prompt has no tokens");
+  return std::move(*ids);
+}
+
+void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
+  if (draining_.load()) return Refuse(request, ari_STATUS_SHUTDOWN, "node is shutting down");
+  Verdict v = ValidateRequest(request, limits_);
+  if (!v.ok()) return Refuse(request, v.status, v.message);
+  if (!critical_prefixes_.empty() && dds::RawEnum(request.urgency) == ari_URGENCY_CRITICAL) {
+    // Only identities listed in security.critical_identity_certs may ask CRITICAL.
+    bool allowed = false;
+    for (const GuidPrefix6& p : critical_prefixes_) {
+      allowed = allowed || (info.requester_known && GuidHasPrefix(info.requester.v, p));
+    }
+    if (!allowed) {
+      return Refuse(request, ari_STATUS_FORBIDDEN,
+                    "CRITICAL not allowed for this client identity (security.critical_identity_certs)");
+    }
+  }
+  const std::string rid(dds::FixedView(request.request_id));
+  const std::string cid(dds::FixedView(request.client_id));
+  const int64_t now = NowNs();
+  // Refusals are published after mu_ is released (lock order: transport, then mu_).
+  ari_Status refuse = ari_STATUS_OK;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (by_request_id_.contains(rid)) {
+      // Answering would put a second terminal into the live request's stream (same key).
+      Log("duplicate of live request %s ignored", rid.c_str());
+      return;
+    }
+    if (!recent_ids_.Insert(rid)) {
+      refuse = ari_STATUS_REJECTED;
+      why = "duplicate request id";
+    } else if (early_cancels_.Contains(rid)) {  // its cancel came first (separate topics)
+      early_cancels_.Erase(rid);
+      refuse = ari_STATUS_CANCELLED;
+      why = "cancelled before admission";
+    } else if (!rate_->Allow(cid, now)) {
+      refuse = ari_STATUS_REJECTED;
+      why = "rate limit for client " + cid;
+    }
+  }
+  if (refuse != ari_STATUS_OK) return Refuse(request, refuse, why);
+  auto tokens = Tokenize(request);
+  if (!tokens) return Refuse(request, ari_STATUS_INVALID, tokens.error().message);
+  if (static_cast<int64_t>(tokens->size()) + request.max_tokens >
+      (config_.max_context() ? config_.max_context() : 512)) {
+    return Refuse(request, ari_STATUS_INVALID, "prompt tokens + max_tokens exceed the context");
+  }
+
+  qos::SchedRequest sr;
+  sr.urgency = ToQos(request.urgency);
+  sr.prompt = std::move(*tokens);
+  sr.max_tokens = static_cast<int32_t>(request.max_tokens);
+  sr.session_id = request.session_id;
+  if (request.deadline_ms > 0) {
+    const int64_t age = info.source_timestamp_ns > 0
+                            ? std::max<int64_t>(0, RealtimeNs() - info.source_timestamp_ns)
+                            : 0;
+    sr.deadline_ns = now - age + static_cast<int64_t>(request.deadline_ms) * 1'000'000;
+  }
+  const ari_Sampling& s = request.sampling;
+  sr.sampling.temperature = s.temperature;
+  sr.sampling.top_p = (s.top_p <= 0.0f) ? 1.0f : s.top_p;
+  sr.sampling.top_k = static_cast<int32_t>(std::min<uint32_t>(s.top_k, INT32_MAX));
+  sr.sampling.repeat_penalty = s.repetition_penalty <= 0.0f ? 1.0f : s.repetition_penalty;
+  sr.sampling.seed = s.seed;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    id = next_id_++;
+    if (sr.sampling.seed == 0) sr.sampling.seed = 0x9e3779b97f4a7c15ull ^ id;
+    LiveRequest lr;
+    lr.request_id = rid;
+    lr.client_id = cid;
+    lr.urgency = request.urgency;
+    lr.admitted_ns = now;
+    live_.emplace(id, std::move(lr));
+    by_request_id_.emplace(rid, id);
+  }
+  sr.id = id;
+  qos::SubmitStatus st;
+  const qos::Urgency sr_urgency = sr.urgency;
+  {
+    std::lock_guard<std::mutex> l(admit_mu_);
+    st = scheduler_->Submit(std::move(sr));
+  }
+  if (st == qos::SubmitStatus::kAdmitted) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    live_.erase(id);
+    by_request_id_.erase(rid);
+  }
+  switch (st) {
+    case qos::SubmitStatus::kBusy:
+      // A CRITICAL request is refused only when no lower-class request is left to evict
+      // (qos/request_queue.h): say so, the overload test relies on it.
+      return Refuse(request, ari_STATUS_BUSY,
+                    sr_urgency == qos::Urgency::kCritical
+                        ? "queue full: every queued request is CRITICAL (nothing to evict)"
+                        : "queue full");
+    case qos::SubmitStatus::kShutdown:
+      return Refuse(request, ari_STATUS_SHUTDOWN, "node is shutting down");
+    case qos::SubmitStatus::kInvalid:
+      return Refuse(request, ari_STATUS_INVALID, "refused by the scheduler");
+    default: return Refuse(request, ari_STATUS_REJECTED, qos::SubmitStatusName(st));
+  }
+}
+
+void Node::OnCancel(const ari_Cancel& cancel) {
+  const std::string rid(dds::FixedView(cancel.request_id));
+  const std::string_view cid = dds::FixedView(cancel.client_id);
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = by_request_id_.find(rid);
+    if (it == by_request_id_.end()) {
+      // Unknown: finished already, or the cancel overtook its request (the topics are
+      // independent): remember it so the request is answered CANCELLED on arrival.
+      if (!recent_ids_.Contains(rid)) early_cancels_.Insert(rid);
+      return;
+    }
+    if (live_.at(it->second).client_id != cid) {
+      Log("cancel of %s by another client ignored", rid.c_str());
+      return;
+    }
+    id = it->second;
+  }
+  scheduler_->Cancel(id);
+}
+
+void Node::OnChunk(const qos::ChunkEvent& ev) {
+  const int64_t now = NowNs();
+  std::string rid, cid;
+  uint32_t seq = 0;
+  ari_Timing timing{};
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = live_.find(ev.id);
+    if (it == live_.end()) return;
+    LiveRequest& lr = it->second;
+    if (lr.first_token_ns < 0 && !ev.tokens.empty()) lr.first_token_ns = now;
+    lr.tokens += static_cast<uint32_t>(ev.tokens.size());
+    rid = lr.request_id;
+    cid = lr.client_id;
+    seq = lr.seq;
+    if (lr.first_token_ns >= 0) {
+      timing.time_to_first_token_us = Us(lr.first_token_ns - lr.admitted_ns);
+      const double secs = static_cast<double>(now - lr.first_token_ns) * 1e-9;
+      timing.tokens_per_s = secs > 0 ? static_cast<float>((lr.tokens - 1) / secs) : 0.0f;
+    }
+    timing.tokens_generated = lr.tokens;
+  }
+  tokens_total_.fetch_add(ev.tokens.size());
+  std::string decision;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    decision = decision_text_;
+  }
+  std::string_view text = ev.text;
+  size_t tok = 0;
+  uint32_t published = 0;
+  while (published == 0 || !text.empty() || tok < ev.tokens.size()) {
+    const size_t cut = Utf8Cut(text, ari_kChunkTextLen - 1);
+    const size_t ntok = std::min<size_t>(ev.tokens.size() - tok, ari_kChunkMaxTokens);
+    (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
+      c = ari_TokenChunk{};
+      dds::CopyFixed(rid, c.request_id);
+      dds::CopyFixed(cid, c.client_id);
+      c.sequence_number = seq + published;
+      c.terminal = false;
+      c.status = ari_STATUS_OK;
+      std::memcpy(c.text, text.data(), cut);
+      c.text_len = static_cast<uint32_t>(cut);
+      for (size_t i = 0; i < ntok; ++i) c.token_ids[i] = ev.tokens[tok + i];
+      c.n_tokens = static_cast<uint32_t>(ntok);
+      c.timing = timing;
+      dds::CopyFixed(std::string_view(decision).substr(0, sizeof c.decision - 1), c.decision);
+    });
+    text.remove_prefix(cut);
+    tok += ntok;
+    ++published;
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto it = live_.find(ev.id); it != live_.end()) it->second.seq = seq + published;
+}
+
+void Node::OnTerminal(const qos::TerminalEvent& ev) {
+  LiveRequest lr;
+  std::string decision;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = live_.find(ev.id);
+    if (it == live_.end()) return;
+    decision = decision_text_;
+    lr = std::move(it->second);
+    live_.erase(it);
+    by_request_id_.erase(lr.request_id);
+  }
+  const int64_t now = NowNs();
+  ari_Status status = WireStatus(ev.status);
+  std::string message(ev.message);
+  if (ev.status == qos::TerminalStatus::kDone && ev.deadline_missed) {
+    message = "deadline missed; finished degraded";
+  }
+  Log("%s %s (%s): %u tokens, %.*s", lr.request_id.c_str(),
+      std::string(qos::TerminalStatusName(ev.status)).c_str(),
+      std::string(qos::UrgencyName(ToQos(lr.urgency))).c_str(), lr.tokens,
+      static_cast<int>(message.size()), message.data());
+  (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
+    c = ari_TokenChunk{};
+    dds::CopyFixed(lr.request_id, c.request_id);
+    dds::CopyFixed(lr.client_id, c.client_id);
+    c.sequence_number = lr.seq;
+    c.terminal = true;
+    c.status = status;
+    dds::CopyFixed(std::string_view(message).substr(0, Utf8Cut(message, sizeof c.message - 1)),
+                   c.message);
+    c.timing.queue_wait_us = Us(ev.queue_wait_ns);
+    c.timing.time_to_first_token_us = Us(ev.first_token_ns);
+    c.timing.tokens_generated = static_cast<uint32_t>(std::max(0, ev.tokens_generated));
+    if (lr.first_token_ns >= 0 && lr.tokens > 1) {
+      c.timing.tokens_per_s =
+          static_cast<float>((lr.tokens - 1) / (static_cast<double>(now - lr.first_token_ns) * 1e-9));
+    }
+    dds::CopyFixed(std::string_view(decision).substr(0, sizeof c.decision - 1), c.decision);
+  });
+}
+
+void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
+  char knobs[160];
+  qos::FormatKnobs(d.knobs, knobs, sizeof knobs);
+  std::string text = d.idle ? std::string("idle")
+                            : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs;
+  std::string reason(d.Reason());
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (text == decision_text_ && reason == reason_text_) return;
+    decision_text_ = text;
+    reason_text_ = reason;
+  }
+  Log("decision %s | %s", text.c_str(), reason.c_str());
+  ari_NodeState st;
+  {
+    std::lock_guard<std::mutex> l(status_mu_);
+    st = state_;
+  }
+  PublishStatus(st);
+}
+
+void Node::OnFallback(const qos::FallbackEvent& ev) {
+  const std::string fb = fallback_ ? fallback_->name() : "?";
+  std::string model;
+  switch (ev.kind) {
+    case qos::FallbackEventKind::kEngaged:
+      Log("memory ladder: new requests -> fallback model %s (%s; %d running on it) | %.*s",
+          fb.c_str(), ev.mapped_now ? "mapped now" : "still mapped", ev.running,
+          static_cast<int>(ev.reason.size()), ev.reason.data());
+      model = fb + " (fallback; main " + model_name_ + ")";
+      break;
+    case qos::FallbackEventKind::kFailed:
+      Log("memory ladder: fallback model unusable, new requests stay on %s: %.*s",
+          model_name_.c_str(), static_cast<int>(ev.reason.size()), ev.reason.data());
+      model = model_name_;
+      break;
+    case qos::FallbackEventKind::kDisengaged:
+      Log("memory ladder: pressure gone, new requests -> main model %s (%d still running on "
+          "fallback %s) | %.*s",
+          model_name_.c_str(), ev.running, fb.c_str(), static_cast<int>(ev.reason.size()),
+          ev.reason.data());
+      model = model_name_ + (ev.running > 0 ? " (fallback " + fb + " draining)" : "");
+      break;
+    case qos::FallbackEventKind::kReleased:
+      Log("memory ladder: fallback model %s unmapped (idle) | %.*s", fb.c_str(),
+          static_cast<int>(ev.reason.size()), ev.reason.data());
+      model = model_name_;
+      break;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    model_text_ = model;
+  }
+  ari_NodeState st;
+  {
+    std::lock_guard<std::mutex> l(status_mu_);
+    st = state_;
+  }
+  PublishStatus(st);
+}
+
+void Node::PublishStatus(ari_NodeState state) {
+  ari_NodeStatus s{};
+  std::lock_guard<std::mutex> sl(status_mu_);
+  state_ = state;
+  dds::CopyFixed(transport_->node_id(), s.node_id);
+  s.state = state;
+  s.uptime_ms = static_cast<uint64_t>((NowNs() - start_ns_) / 1'000'000);
+  s.status_seq = ++status_seq_;
+  s.temperature_c = TemperatureC();
+  s.sensor_state = SensorWireState();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    dds::CopyFixed(std::string_view(decision_text_).substr(0, sizeof s.decision - 1), s.decision);
+    const std::string model_fault = model_watch_ && model_watch_->changed() ? model_watch_->Check()
+                                                                           : std::string();
+    const std::string_view reason = model_fault.empty() ? reason_text_ : model_fault;
+    dds::CopyFixed(reason.substr(0, sizeof s.reason - 1), s.reason);
+    dds::CopyFixed(std::string_view(model_text_).substr(0, sizeof s.model - 1), s.model);
+  }
+  const auto depths = scheduler_->QueueDepths();
+  // ari Urgency index: BACKGROUND 0 .. CRITICAL 3; qos rank: CRITICAL 0 .. BACKGROUND 3.
+  for (int r = 0; r < qos::kNumUrgencies; ++r) s.queue_depth[3 - r] = depths[r];
+  s.sessions_in_use = static_cast<uint32_t>(
+      std::min<size_t>(scheduler_->live_requests(), engine_->num_slots()));
+  s.sessions_total = static_cast<uint32_t>(engine_->num_slots());
+  s.memory_available_bytes = memory_available_.load();
+  s.tokens_per_s = tokens_per_s_;
+  const std::string pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
+  dds::CopyFixed(pack, s.pack);
+  (void)transport_->PublishStatus(s);
+}
+
+Result<void> Node::ReloadPolicy() {
+  auto p = qos::LoadPolicyFile(policy_path_);
+  if (!p) return MakeError(ErrorCode::kConfig, p.error().ToString());
+  if (p->thermal_bands.size() != policy_->thermal_bands.size() ||
+      p->memory_bands.size() != policy_->memory_bands.size()) {
+    return MakeError(ErrorCode::kConfig, "band count changed: restart the node to apply");
+  }
+  // The scheduler reads the policy between steps: swap it while its thread is stopped.
+  StopScheduler();
+  {
+    std::lock_guard<std::mutex> l(admit_mu_);
+    *policy_ = std::move(*p);
+  }
+  StartScheduler();
+  return {};
+}
+
+void Node::RequestStop() { stop_requested_.store(true); }
+
+int Node::Serve(int signal_fd) {
+  const int period_ms =
+      config_.status_period_ms() ? static_cast<int>(config_.status_period_ms()) : 1000;
+  uint64_t last_tokens = tokens_total_.load();
+  int64_t last_ns = NowNs();
+  bool stop = false;
+  while (!stop && !stop_requested_.load()) {
+    pollfd pfd{signal_fd, POLLIN, 0};
+    const int n = signal_fd >= 0 ? poll(&pfd, 1, std::min(period_ms, 200)) : (usleep(50'000), 0);
+    if (n > 0 && (pfd.revents & POLLIN)) {
+      signalfd_siginfo si{};
+      if (read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        if (si.ssi_signo == SIGHUP) {
+          if (auto r = ReloadPolicy(); r) {
+            Log("SIGHUP: policy %s reloaded (%s)", policy_path_.c_str(), policy_->name.c_str());
+          } else {
+            Log("SIGHUP: policy reload failed, keeping the old policy: %s",
+                r.error().ToString().c_str());
+          }
+        } else {
+          Log("signal %u: shutting down (%s in-flight requests)", si.ssi_signo,
+              config_.shutdown_mode() == config::SHUTDOWN_CANCEL ? "cancel" : "finish");
+          stop = true;
+        }
+      }
+    }
+    const int64_t now = NowNs();
+    if (now - last_ns >= static_cast<int64_t>(period_ms) * 1'000'000) {
+      const uint64_t t = tokens_total_.load();
+      tokens_per_s_ = static_cast<float>((t - last_tokens) / ((now - last_ns) * 1e-9));
+      last_tokens = t;
+      last_ns = now;
+      PublishStatus(ari_NODE_READY);
+    }
+  }
+  Drain(signal_fd);
+  return 0;
+}
+
+void Node::Drain(int signal_fd) {
+  draining_.store(true);
+  PublishStatus(ari_NODE_DRAINING);
+  if (config_.shutdown_mode() == config::SHUTDOWN_FINISH) {
+    const int64_t timeout_ns =
+        static_cast<int64_t>(config_.shutdown_timeout_ms() ? config_.shutdown_timeout_ms() : 30000) *
+        1'000'000;
+    const int64_t until = NowNs() + timeout_ns;
+    while (scheduler_->live_requests() > 0 && NowNs() < until) {
+      pollfd pfd{signal_fd, POLLIN, 0};
+      if (signal_fd >= 0 && poll(&pfd, 1, 20) > 0) {
+        signalfd_siginfo si{};
+        if (read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si) &&
+            si.ssi_signo != SIGHUP) {
+          Log("second signal: cancelling what remains");
+          break;
+        }
+      } else if (signal_fd < 0) {
+        usleep(20'000);
+      }
+    }
+  }
+  StopScheduler();
+  transport_->Stop();  // no more requests after this point
+  scheduler_->Shutdown("node shutting down");
+  PublishStatus(ari_NODE_STOPPED);
+  const NodeTransportStats ts = transport_->stats();
+  Log("stopped (%llu tokens served; %llu chunks published, %llu of them via iceoryx loans)",
+      static_cast<unsigned long long>(tokens_total_.load()),
+      static_cast<unsigned long long>(ts.chunks), static_cast<unsigned long long>(ts.chunks_loaned));
+}
+
+}  // namespace ari::component

@@ -1,0 +1,490 @@
+// Engine over a pack (FastForward + ThreadPool) or a plain GGUF (reference Forward).
+#include "runtime/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <new>
+#include <optional>
+#include <thread>
+
+#include <sys/mman.h>
+
+#include "runtime/engine/fast_forward.h"
+#include "runtime/model/forward.h"
+#include "runtime/model/model.h"
+#include "runtime/kernels/layout.h"
+#include "runtime/model/pack_file.h"
+#include "runtime/engine/paging.h"
+#include "runtime/model/session.h"
+#include "runtime/core/thread_pool.h"
+
+namespace ari::runtime {
+
+namespace {
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+struct Slot {
+  KvCacheView kv;
+  KvType home_kv = KvType::kF16;  // what the slot's bytes were sized for
+  uint64_t kv_half = 0;           // bytes of the K (and of the V) half
+  int32_t pinned = 0;             // system-prompt tokens a context cap keeps
+  std::unique_ptr<Session> ref;  // reference path only
+  int32_t position = 0;          // tokens in the KV cache
+  TokenId* history = nullptr;    // [ctx]: KV'd tokens, then pending ones
+  int32_t hist_len = 0;
+  TokenId* out = nullptr;        // [max_output] tokens generated this turn
+  int32_t generated = 0;
+  int32_t max_tokens = 0;
+  int32_t out_cap = 0;           // ChunkKnobs::output_cap of the running chunk (0 = none)
+  bool active = false;
+  bool finished = true;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamDecoder> decoder;
+  std::string text;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  ~EngineImpl() override {
+    if (arena_) ::operator delete(arena_, std::align_val_t(align_));
+  }
+  Result<void> Init(const EngineOptions& o);
+
+  const Model& model() const override { return *model_; }
+  bool has_pack() const override { return packed_.has_value(); }
+  const MemoryPlan& memory_plan() const override { return plan_; }
+  int32_t num_slots() const override { return static_cast<int32_t>(slots_.size()); }
+  Result<void> StartTurn(int32_t slot, const TurnSpec& turn) override;
+  Result<ChunkResult> RunChunk(int32_t slot, const ChunkKnobs& knobs) override;
+  void ResetSlot(int32_t slot) override {
+    if (slot < 0 || slot >= num_slots()) return;
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    s.position = s.hist_len = s.generated = s.pinned = 0;
+    s.finished = true;
+    s.kv.type = s.home_kv;  // an empty slot returns to its home precision
+    if (s.ref) s.ref->Reset();
+  }
+  int32_t SlotPosition(int32_t slot) const override {
+    return slot < 0 || slot >= num_slots() ? 0 : slots_[static_cast<size_t>(slot)].position;
+  }
+  std::span<const TokenId> SlotTokens(int32_t slot) const override {
+    if (slot < 0 || slot >= num_slots()) return {};
+    const Slot& s = slots_[static_cast<size_t>(slot)];
+    return {s.history, static_cast<size_t>(s.hist_len)};
+  }
+  KvType SlotKvType(int32_t slot) const override {
+    if (slot < 0 || slot >= num_slots() || !packed_) return KvType::kF32;
+    return slots_[static_cast<size_t>(slot)].kv.type;
+  }
+  Result<void> ConvertSlotKv(int32_t slot, KvType to) override {
+    if (slot < 0 || slot >= num_slots()) {
+      return MakeError(ErrorCode::kInvalidArgument, "engine: slot " + std::to_string(slot));
+    }
+    if (to != KvType::kInt8) return MakeError(ErrorCode::kUnsupported, "engine: only INT8");
+    ChunkResult r;
+    return ApplyKv(slots_[static_cast<size_t>(slot)], to, r);
+  }
+  PinningReport Pinning() const override {
+    PoolPinning p = pool_->Pinning();
+    return PinningReport{p.requested, p.worker_cpus, p.failures};
+  }
+  uint64_t WeightBytesPerToken(Precision p) const override;
+  uint64_t PoolDispatches() const override { return pool_->runs(); }
+
+ private:
+  void ApplyKnobs(const ChunkKnobs& k, ChunkResult& r);
+  // KV precision knob: F16/F32 -> INT8 in place (and the freed tail pages released).
+  Result<void> ApplyKv(Slot& s, KvType want, ChunkResult& r);
+  // Context cap: keeps pinned prefix + most recent tokens; true when it shrank the slot.
+  bool Shrink(Slot& s, int32_t cap);
+  void SetUpPrefetch(LayerPrefetch mode);
+  Result<const float*> Forward(Slot& s, int32_t n, Precision p);
+  // Samples from logits, appends the token; returns true when the turn finished.
+  bool Emit(Slot& s, float* logits, bool greedy, ChunkResult& r);
+
+  EngineOptions opts_;
+  std::unique_ptr<Model> model_;
+  std::optional<PackedWeights> packed_;
+  std::unique_ptr<ThreadPool> pool_;
+  FastForward ff_;
+  MemoryPlan plan_;
+  std::vector<Slot> slots_;
+  std::byte* arena_ = nullptr;
+  size_t align_ = 128;
+  int32_t ctx_ = 0;
+  int threads_ = 1;
+  int32_t drop_level_ = 0;
+  int32_t dropped_ = 0;
+  uint8_t* drop_mask_ = nullptr;
+  std::optional<PagingAdvisor> prefetch_[2];  // [precision index] packed layer regions
+};
+
+Result<void> EngineImpl::Init(const EngineOptions& o) {
+  opts_ = o;
+  align_ = o.alignment;
+  if (align_ < 64 || (align_ & (align_ - 1)) != 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "engine: alignment must be a power of two >= 64");
+  }
+  if (o.slots < 1 || o.max_chunk < 1 || o.max_output < 1 || o.context_length < 1) {
+    return MakeError(ErrorCode::kInvalidArgument, "engine: slots, max_chunk, max_output and "
+                                                  "context_length must be positive");
+  }
+  ModelLoadOptions lo;
+  lo.require_tokenizer = o.require_tokenizer;
+  auto m = Model::Load(o.model_path, lo);
+  if (!m) return std::unexpected(m.error());
+  model_ = std::move(*m);
+  const ModelConfig& c = model_->config();
+  if (IsPack(model_->file())) {
+    auto pw = BindPack(model_->file(), c);
+    if (!pw) return std::unexpected(pw.error());
+    packed_ = std::move(*pw);
+  } else {
+    std::fprintf(stderr, "ari: %s is a plain GGUF: reference precision only (precision "
+                         "switching needs a pack: ari-pack)\n", o.model_path.c_str());
+  }
+  if (o.kv_type == KvType::kInt8 && (!packed_ || KvCacheView::Int8Group(c) == 0)) {
+    return MakeError(ErrorCode::kUnsupported, "engine: INT8 KV needs a pack and head_dim % 4 == 0");
+  }
+  ctx_ = std::min(o.context_length, c.context_length > 0 ? c.context_length : o.context_length);
+  int participants = o.threads > 0 ? o.threads
+                     : !o.cpus.empty() ? static_cast<int>(o.cpus.size())
+                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto pool = ThreadPool::Create(participants, o.cpus);
+  if (!pool) return std::unexpected(pool.error());
+  pool_ = std::move(*pool);
+  threads_ = participants;
+  // Arena plan.
+  const uint64_t ws = packed_ ? FastForward::WorkspaceBytes(c, o.max_chunk, ctx_, participants, align_) : 0;
+  const uint64_t kv = packed_ ? AlignUp(KvCacheView::Bytes(c, o.kv_type, ctx_), align_) : 0;
+  const uint64_t hist = AlignUp(static_cast<uint64_t>(ctx_) * sizeof(TokenId), align_);
+  const uint64_t outb = AlignUp(static_cast<uint64_t>(o.max_output) * sizeof(TokenId), align_);
+  const uint64_t mask = AlignUp(static_cast<uint64_t>(c.n_layers), align_);
+  plan_.parts.push_back({"activations + scratch", ws});
+  for (int32_t i = 0; i < o.slots; ++i) {
+    plan_.parts.push_back({"slot " + std::to_string(i) + " KV (" + std::string(KvTypeName(o.kv_type)) + ")", kv});
+    plan_.parts.push_back({"slot " + std::to_string(i) + " tokens", hist + outb});
+  }
+  plan_.parts.push_back({"layer drop mask", mask});
+  if (packed_ && o.kv_type != KvType::kInt8 && KvCacheView::Int8Group(c) > 0) {
+    plan_.notes.push_back(
+        "a slot converted to INT8 KV in place uses " +
+        std::to_string(KvCacheView::Bytes(c, KvType::kInt8, ctx_)) + " of its " +
+        std::to_string(KvCacheView::Bytes(c, o.kv_type, ctx_)) + " KV bytes (group " +
+        std::to_string(KvCacheView::Int8Group(c)) + "); the rest is released (MADV_DONTNEED)");
+  }
+  plan_.total_bytes = 0;
+  for (const auto& p : plan_.parts) plan_.total_bytes += p.bytes;
+  plan_.model_file_bytes = model_->file().bytes().size();
+  arena_ = static_cast<std::byte*>(::operator new(plan_.total_bytes, std::align_val_t(align_)));
+  std::byte* p = arena_;
+  if (packed_) {
+    if (auto r = ff_.Init(*model_, *packed_, p, ws, o.max_chunk, ctx_, participants, align_); !r) {
+      return r;
+    }
+  }
+  p += ws;
+  slots_.resize(static_cast<size_t>(o.slots));
+  uint64_t ref_bytes = 0;
+  for (Slot& s : slots_) {
+    const uint64_t half = KvCacheView::Bytes(c, o.kv_type, ctx_) / 2;
+    s.kv = KvCacheView{o.kv_type, p, p + half, ctx_};
+    s.home_kv = o.kv_type;
+    s.kv_half = half;
+    p += kv;
+    s.history = reinterpret_cast<TokenId*>(p);
+    s.out = reinterpret_cast<TokenId*>(p + hist);
+    p += hist + outb;
+    s.sampler = std::make_unique<Sampler>(c.vocab_size, SamplingParams{});
+    if (model_->tokenizer()) s.decoder = std::make_unique<StreamDecoder>(*model_->tokenizer());
+    s.text.reserve(static_cast<size_t>(o.max_output) * 64 + 256);
+    if (!packed_) {
+      SessionOptions so;
+      so.context_length = ctx_;
+      so.max_batch = o.max_chunk;
+      auto sess = Session::Create(*model_, so);
+      if (!sess) return std::unexpected(sess.error());
+      s.ref = std::move(*sess);
+      ref_bytes += s.ref->arena_bytes();
+    }
+  }
+  drop_mask_ = reinterpret_cast<uint8_t*>(p);
+  std::fill(drop_mask_, drop_mask_ + c.n_layers, uint8_t{0});
+  if (ref_bytes) plan_.parts.push_back({"reference sessions (own arenas)", ref_bytes});
+  if (packed_) SetUpPrefetch(o.layer_prefetch);
+  // The token embedding is read row by row from the mapping: MADV_RANDOM keeps a row's
+  // fault from reading the table around it (docs/memory.md, "Disk embedding").
+  if (auto adv = PagingAdvisor(model_->file()).AdviseEmbedding(); !adv) {
+    plan_.notes.push_back("embedding MADV_RANDOM not applied: " + adv.error().ToString());
+  } else {
+    plan_.notes.push_back("embedding table advised MADV_RANDOM (rows read on demand)");
+  }
+  return {};
+}
+
+void EngineImpl::SetUpPrefetch(LayerPrefetch mode) {
+  const GgufFile& f = model_->file();
+  uint64_t resident = 0, total = 0;
+  for (int pi = 0; pi < 2; ++pi) {
+    const auto prec = pi == 0 ? kernels::PackedPrecision::kW8 : kernels::PackedPrecision::kW4;
+    ModelRegions regions;
+    regions.file = ByteRange{reinterpret_cast<uintptr_t>(f.bytes().data()), f.bytes().size()};
+    for (const PackedLayer& L : packed_->layers[static_cast<size_t>(PrecisionIndex(prec))]) {
+      std::vector<ByteRange> ranges;
+      for (const kernels::PackedMatrix* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+        ranges.push_back({reinterpret_cast<uintptr_t>(m->data),
+                          static_cast<size_t>(kernels::PackedBytes(prec, m->rows, m->cols))});
+      }
+      regions.layers.push_back(MergeRanges(std::move(ranges)));
+    }
+    // Residency is sampled (one page per MiB): mincore over every page of both
+    // precisions cost ~67 ms of time to ready on a 1.1B pack; the sample costs ~1 ms.
+    const uint64_t page = PageSize();
+    constexpr uint64_t kSampleStride = 1u << 20;
+    for (const auto& layer : regions.layers) {
+      for (const ByteRange& br : layer) {
+        for (uint64_t off = 0; off < br.size; off += kSampleStride) {
+          const uintptr_t at = (br.begin + off) & ~static_cast<uintptr_t>(page - 1);
+          auto n = ResidentBytes(reinterpret_cast<const void*>(at), 1);
+          total += 1;
+          resident += (n && *n > 0) ? 1 : 0;
+        }
+      }
+    }
+    prefetch_[PrecisionIndex(prec)].emplace(f, std::move(regions));
+  }
+  // kAuto: on when more than 1% of the sampled packed layer pages (both precisions) were
+  // not resident at Create() (a few pages come and go; a cold or evicted model is far off).
+  const bool on = mode == LayerPrefetch::kOn ||
+                  (mode == LayerPrefetch::kAuto && resident * 100 < total * 99);
+  if (on) ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
+  plan_.notes.push_back(
+      std::string("layer prefetch (MADV_WILLNEED on the next layer) ") + (on ? "on" : "off") +
+      (mode == LayerPrefetch::kAuto ? " (auto: " + std::to_string(resident) + " of " +
+                                          std::to_string(total) + " sampled packed layer pages resident)"
+                                    : ""));
+}
+
+Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {
+  if (!packed_) {
+    r.kv_type = KvType::kF32;  // the reference path keeps its fp32 cache
+    return {};
+  }
+  if (want == KvType::kInt8 && s.kv.type != KvType::kInt8 &&
+      KvCacheView::Int8Group(model_->config()) > 0) {
+    if (auto cv = ff_.ConvertKv(s.kv, KvType::kInt8, s.position); !cv) return cv;
+    // Release the pages the INT8 rows no longer use (anonymous arena memory: they come
+    // back zero-filled if the slot returns to F16). One madvise per half, per conversion.
+    const uint64_t used = KvCacheView::Bytes(model_->config(), KvType::kInt8, ctx_) / 2;
+    for (void* half : {s.kv.k, s.kv.v}) {
+      const ByteRange tail = PageInterior(reinterpret_cast<uintptr_t>(half) + used,
+                                          s.kv_half - used, PageSize());
+      if (!tail.empty()) (void)::madvise(reinterpret_cast<void*>(tail.begin), tail.size, MADV_DONTNEED);
+    }
+    r.kv_converted = true;
+  } else if (want != KvType::kInt8 && s.kv.type != s.home_kv && s.position == 0) {
+    s.kv.type = s.home_kv;
+  }
+  r.kv_type = s.kv.type;
+  return {};
+}
+
+bool EngineImpl::Shrink(Slot& s, int32_t cap) {
+  if (cap <= 0 || s.hist_len <= cap) return false;
+  const int32_t keep = std::max(1, cap - cap / 4);
+  const int32_t pin = std::min(s.pinned, keep / 2);
+  const int32_t recent = keep - pin;
+  std::copy(s.history + s.hist_len - recent, s.history + s.hist_len, s.history + pin);
+  s.hist_len = keep;
+  s.pinned = pin;
+  // KV of positions < pin depends only on tokens < pin (causal): it stays valid. The
+  // recent tokens are re-prefilled at their new positions pin, pin + 1, ...
+  s.position = std::min(s.position, pin);
+  if (s.ref) (void)s.ref->Truncate(s.position);
+  return true;
+}
+
+uint64_t EngineImpl::WeightBytesPerToken(Precision p) const {
+  const ModelWeights& w = model_->weights();
+  const uint64_t embd_row = w.token_embd.row_bytes;
+  if (p == Precision::kReference || !packed_) return w.TotalBytes() - w.token_embd.row_bytes * w.token_embd.rows + embd_row;
+  return packed_->BytesPerToken(p == Precision::kW4A8 ? kernels::PackedPrecision::kW4
+                                                      : kernels::PackedPrecision::kW8) + embd_row;
+}
+
+void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
+  // A tier of the other family is ignored (checked first: building its error allocates).
+  if (kernels::IsaTierInFamily(k.max_isa)) (void)kernels::SetMaxIsaTier(k.max_isa);
+  if (k.cpu_mask != 0) (void)pool_->SetCpuMask(k.cpu_mask);  // failures: see Pinning()
+  if (k.threads > 0) threads_ = std::min(k.threads, pool_->max_participants());
+  const int32_t n_layers = model_->config().n_layers;
+  const int32_t want = packed_ && !packed_->layer_importance.empty()
+                           ? std::clamp(k.layer_drop, 0, std::max(0, n_layers - 2)) : 0;
+  if (want != drop_level_) {
+    // The `want` least influential blocks among 1 .. n_layers-2 (ties: lower index first).
+    std::fill(drop_mask_, drop_mask_ + n_layers, uint8_t{0});
+    for (int32_t d = 0; d < want; ++d) {
+      int32_t best = -1;
+      for (int32_t l = 1; l + 1 < n_layers; ++l) {
+        if (drop_mask_[l]) continue;
+        if (best < 0 || packed_->layer_importance[static_cast<size_t>(l)] <
+                            packed_->layer_importance[static_cast<size_t>(best)]) {
+          best = l;
+        }
+      }
+      if (best >= 0) drop_mask_[best] = 1;
+    }
+    drop_level_ = want;
+  }
+  r.precision = !packed_ ? Precision::kReference
+                : k.precision == Precision::kReference ? Precision::kW8A16 : k.precision;
+  r.isa = kernels::ActiveIsaTier();
+  r.threads = packed_ ? threads_ : 1;
+  r.layers_dropped = packed_ ? drop_level_ : 0;
+}
+
+Result<void> EngineImpl::StartTurn(int32_t slot, const TurnSpec& turn) {
+  if (slot < 0 || slot >= num_slots()) {
+    return MakeError(ErrorCode::kInvalidArgument, "engine: slot " + std::to_string(slot));
+  }
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (!turn.keep_context) ResetSlot(slot);
+  if (s.hist_len + static_cast<int64_t>(turn.prompt.size()) >= ctx_) {  // room for 1 more
+    return MakeError(ErrorCode::kOutOfMemory, "engine: prompt does not fit the context");
+  }
+  const int32_t vocab = model_->config().vocab_size;
+  for (TokenId id : turn.prompt) {
+    if (id < 0 || id >= vocab) return MakeError(ErrorCode::kInvalidArgument, "engine: token id");
+  }
+  if (turn.prompt.empty() && s.hist_len == s.position) {
+    return MakeError(ErrorCode::kInvalidArgument, "engine: empty prompt");
+  }
+  if (s.hist_len == 0) {
+    const auto n = static_cast<int32_t>(turn.prompt.size());
+    s.pinned = turn.pinned_prefix < 0 ? n : std::min(turn.pinned_prefix, n);
+  }
+  std::copy(turn.prompt.begin(), turn.prompt.end(), s.history + s.hist_len);
+  s.hist_len += static_cast<int32_t>(turn.prompt.size());
+  s.sampler->SetParams(turn.sampling);
+  if (s.decoder) s.decoder->Reset();
+  s.generated = 0;
+  s.max_tokens = std::clamp(turn.max_tokens, 1, opts_.max_output);
+  s.active = true;
+  s.finished = false;
+  return {};
+}
+
+Result<const float*> EngineImpl::Forward(Slot& s, int32_t n, Precision p) {
+  std::span<const TokenId> toks(s.history + s.position, static_cast<size_t>(n));
+  if (s.ref) {
+    auto r = runtime::Forward(*s.ref, toks);
+    if (!r) return std::unexpected(r.error());
+    s.position = s.ref->position();
+    return s.ref->mutable_last_logits().data();
+  }
+  auto r = ff_.Run(toks, s.position, s.kv,
+                   p == Precision::kW4A8 ? kernels::PackedPrecision::kW4 : kernels::PackedPrecision::kW8,
+                   drop_level_ > 0 ? drop_mask_ : nullptr, *pool_, threads_);
+  if (!r) return std::unexpected(r.error());
+  s.position += n;
+  return *r;
+}
+
+bool EngineImpl::Emit(Slot& s, float* logits, bool greedy, ChunkResult& r) {
+  const int32_t vocab = model_->config().vocab_size;
+  TokenId next;
+  if (greedy) {
+    next = static_cast<TokenId>(std::max_element(logits, logits + vocab) - logits);
+  } else {
+    next = s.sampler->Sample(std::span<float>(logits, static_cast<size_t>(vocab)),
+                             std::span<const TokenId>(s.history, static_cast<size_t>(s.hist_len)));
+  }
+  s.out[s.generated++] = next;
+  s.history[s.hist_len++] = next;
+  const Tokenizer* tok = model_->tokenizer();
+  bool stop = false;
+  if (tok && tok->IsEog(next)) {
+    r.stop_reason = StopReason::kEndOfGen;
+    stop = true;
+  } else if (tok && next == tok->Bos()) {
+    r.stop_reason = StopReason::kBos;
+    stop = true;
+  } else {
+    if (s.decoder) s.decoder->Push(next, s.text);
+    if (s.generated >= s.max_tokens || (s.out_cap > 0 && s.generated >= s.out_cap)) {
+      r.stop_reason = StopReason::kMaxTokens;
+      stop = true;
+    } else if (s.hist_len >= ctx_) {
+      r.stop_reason = StopReason::kContextFull;
+      stop = true;
+    }
+  }
+  if (stop) {
+    if (s.decoder) s.decoder->Flush(s.text);
+    s.finished = true;
+    r.finished = true;
+  }
+  return stop;
+}
+
+Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) {
+  if (slot < 0 || slot >= num_slots()) {
+    return MakeError(ErrorCode::kInvalidArgument, "engine: slot " + std::to_string(slot));
+  }
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.finished) return MakeError(ErrorCode::kInvalidArgument, "engine: no turn running in slot");
+  const auto t0 = std::chrono::steady_clock::now();
+  ChunkResult r;
+  ApplyKnobs(knobs, r);
+  if (auto kv = ApplyKv(s, knobs.kv_type, r); !kv) return std::unexpected(kv.error());
+  s.out_cap = knobs.output_cap;
+  s.text.clear();
+  const int32_t first = s.generated;
+  if (s.out_cap > 0 && s.generated >= s.out_cap) {  // the cap fell below this turn's output
+    if (s.decoder) s.decoder->Flush(s.text);
+    s.finished = r.finished = true;
+    r.stop_reason = StopReason::kMaxTokens;
+    r.text = s.text;
+    return r;
+  }
+  r.context_shrunk = Shrink(s, knobs.context_cap);
+  const bool greedy = knobs.greedy_only;
+  if (s.generated == 0 || s.hist_len - s.position > 1) {  // prompt, or re-prefill after a cap
+    r.phase = ChunkPhase::kPrefill;
+    const int32_t pending = s.hist_len - s.position;
+    const int32_t n = std::min({pending, std::max(1, knobs.prefill_tokens), opts_.max_chunk});
+    auto logits = Forward(s, n, r.precision);
+    if (!logits) return std::unexpected(logits.error());
+    r.prompt_tokens = n;
+    r.prompt_remaining = s.hist_len - s.position;
+    if (r.prompt_remaining == 0) Emit(s, const_cast<float*>(*logits), greedy, r);
+  } else {
+    r.phase = ChunkPhase::kDecode;
+    for (int32_t i = 0; i < std::max(1, knobs.decode_tokens) && !s.finished; ++i) {
+      if (i > 0 && Shrink(s, knobs.context_cap)) {  // re-prefill in the next chunk
+        r.context_shrunk = true;
+        break;
+      }
+      auto logits = Forward(s, s.hist_len - s.position, r.precision);
+      if (!logits) return std::unexpected(logits.error());
+      Emit(s, const_cast<float*>(*logits), greedy, r);
+    }
+  }
+  r.tokens = std::span<const TokenId>(s.out + first, static_cast<size_t>(s.generated - first));
+  r.text = s.text;
+  r.compute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
+  auto e = std::make_unique<EngineImpl>();
+  if (auto r = e->Init(opts); !r) return std::unexpected(r.error());
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+}  // namespace ari::runtime

@@ -1,0 +1,324 @@
+#include "runtime/eval/perf_bench.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <thread>
+
+#include "runtime/model/model.h"
+
+namespace ari::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+Stat MakeStat(std::vector<double> v) {
+  Stat s;
+  s.values = v;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.median = v[v.size() / 2];
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+uint64_t PeakRss() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+uint64_t Resident(const void* p, uint64_t n) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uint64_t len = reinterpret_cast<uintptr_t>(p) + n - a;
+  std::vector<unsigned char> v((len + page - 1) / page);
+  if (mincore(reinterpret_cast<void*>(a), len, v.data()) != 0) return 0;
+  uint64_t r = 0;
+  for (unsigned char c : v) r += (c & 1) ? page : 0;
+  return r;
+}
+
+std::string StatJson(const Stat& s) {
+  std::string r = "{\"median\":" + std::to_string(s.median) + ",\"min\":" + std::to_string(s.min) +
+                  ",\"max\":" + std::to_string(s.max) + ",\"values\":[";
+  for (size_t i = 0; i < s.values.size(); ++i) {
+    if (i) r += ',';
+    r += std::to_string(s.values[i]);
+  }
+  r += "]}";
+  return r;
+}
+
+// Drops the page-cache pages of [p, p + n) of the file mapped there (our mapping first,
+// then the cache) so that residency afterwards shows what the run itself touched.
+bool EvictRange(const std::filesystem::path& file, const std::byte* map_base, const void* p,
+                uint64_t n) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uint64_t len = reinterpret_cast<uintptr_t>(p) + n - a;
+  if (madvise(reinterpret_cast<void*>(a), len, MADV_DONTNEED) != 0) return false;
+  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const off_t off = static_cast<off_t>(a - reinterpret_cast<uintptr_t>(map_base));
+  const bool ok = posix_fadvise(fd, off, static_cast<off_t>(len), POSIX_FADV_DONTNEED) == 0;
+  close(fd);
+  return ok;
+}
+
+double CpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Streaming read of buf[0, n) with `threads` threads, GB/s (best of 3).
+double ReadBandwidthOf(const uint64_t* buf, uint64_t n, int threads) {
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<std::thread> ts;
+    std::vector<uint64_t> sums(static_cast<size_t>(threads) * 16);
+    const auto t0 = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        const uint64_t a = n * t / threads, e = n * (t + 1) / threads;
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (uint64_t i = a; i + 4 <= e; i += 4) {
+          s0 += buf[i]; s1 += buf[i + 1]; s2 += buf[i + 2]; s3 += buf[i + 3];
+        }
+        sums[static_cast<size_t>(t) * 16] = s0 + s1 + s2 + s3;
+      });
+    }
+    for (auto& t : ts) t.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(n * 8) / s / 1e9);
+  }
+  return best;
+}
+
+struct ProbeBuffer {
+  uint64_t* p = nullptr;
+  uint64_t n = 0;
+  explicit ProbeBuffer(uint64_t bytes) : n(bytes / sizeof(uint64_t)) {
+    p = static_cast<uint64_t*>(::operator new(n * 8, std::align_val_t(128)));
+    for (uint64_t i = 0; i < n; ++i) p[i] = i;
+  }
+  ~ProbeBuffer() { ::operator delete(p, std::align_val_t(128)); }
+  ProbeBuffer(const ProbeBuffer&) = delete;
+  ProbeBuffer& operator=(const ProbeBuffer&) = delete;
+};
+
+}  // namespace
+
+double MeasureReadBandwidth(uint64_t bytes, int threads) {
+  ProbeBuffer b(bytes);
+  return ReadBandwidthOf(b.p, b.n, threads);
+}
+
+Result<BenchResult> RunModelBench(const BenchOptions& o) {
+  BenchResult res;
+  res.model = o.model.string();
+  res.precision = std::string(PrecisionName(o.precision));
+  res.threads = o.threads;
+  res.prompt_sizes = o.prompt_sizes;
+  const int max_p = o.prompt_sizes.empty() ? 1 : *std::max_element(o.prompt_sizes.begin(), o.prompt_sizes.end());
+  EngineOptions eo;
+  eo.model_path = o.model;
+  eo.slots = 1;
+  eo.context_length = max_p + o.n_gen + 8;
+  eo.max_chunk = std::max(max_p, 1);
+  eo.max_output = o.n_gen + 1;
+  eo.threads = o.threads;
+  const auto t0 = Clock::now();
+  auto eng = Engine::Create(eo);
+  if (!eng) return std::unexpected(eng.error());
+  res.time_to_ready_ms = Ms(Clock::now() - t0);
+  Engine& e = **eng;
+  const int vocab = e.model().config().vocab_size;
+  const WeightMatrix& em = e.model().weights().token_embd;
+  res.embd_table_bytes = em.row_bytes * static_cast<uint64_t>(em.rows);
+  res.embd_evicted = EvictRange(o.model, e.model().file().bytes().data(), em.data, res.embd_table_bytes);
+  res.embd_resident_before_bytes = Resident(em.data, res.embd_table_bytes);
+  ChunkKnobs k;
+  k.precision = o.precision;
+  k.threads = o.threads;
+  k.prefill_tokens = max_p;
+  k.decode_tokens = o.n_gen;
+  k.greedy_only = true;
+  std::vector<TokenId> prompt(static_cast<size_t>(max_p));
+  std::vector<double> dec, share;
+  double prefill_dispatches = 0, prefill_tokens = 0, decode_dispatches = 0, decode_tokens = 0;
+  for (size_t pi = 0; pi < o.prompt_sizes.size(); ++pi) {
+    std::vector<double> pt, tt;
+    for (int r = 0; r < o.reps; ++r) {
+      for (int i = 0; i < max_p; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 7 + 5) % vocab;
+      TurnSpec t;
+      t.prompt = std::span<const TokenId>(prompt.data(), static_cast<size_t>(o.prompt_sizes[pi]));
+      t.max_tokens = o.n_gen + 1;
+      t.keep_context = false;
+      if (auto s = e.StartTurn(0, t); !s) return std::unexpected(s.error());
+      const uint64_t d0 = e.PoolDispatches();
+      const auto a = Clock::now();
+      bool done = false;
+      while (!done) {
+        auto c = e.RunChunk(0, k);
+        if (!c) return std::unexpected(c.error());
+        done = c->prompt_remaining == 0;
+      }
+      const double ms = Ms(Clock::now() - a);
+      prefill_dispatches += static_cast<double>(e.PoolDispatches() - d0);
+      prefill_tokens += o.prompt_sizes[pi];
+      tt.push_back(ms);
+      pt.push_back(o.prompt_sizes[pi] / (ms / 1e3));
+      if (pi == 0 && o.n_gen > 0) {  // decode after the first prompt size
+        const uint64_t dd = e.PoolDispatches();
+        const double cpu0 = CpuSeconds();
+        const auto d = Clock::now();
+        auto c = e.RunChunk(0, k);
+        if (!c) return std::unexpected(c.error());
+        const double wall = std::chrono::duration<double>(Clock::now() - d).count();
+        decode_dispatches += static_cast<double>(e.PoolDispatches() - dd);
+        decode_tokens += static_cast<double>(c->tokens.size());
+        dec.push_back(static_cast<double>(c->tokens.size()) / wall);
+        share.push_back((CpuSeconds() - cpu0) / (wall * std::max(1, o.threads)));
+      }
+    }
+    res.prompt_tps.push_back(MakeStat(pt));
+    res.ttft_ms.push_back(MakeStat(tt));
+  }
+  res.decode_tps = MakeStat(dec);
+  res.decode_cpu_share = MakeStat(share);
+  if (prefill_tokens > 0) res.dispatches_per_prefill_token = prefill_dispatches / prefill_tokens;
+  if (decode_tokens > 0) res.dispatches_per_decode_token = decode_dispatches / decode_tokens;
+  res.peak_rss_bytes = PeakRss();
+  res.embd_resident_bytes = Resident(em.data, res.embd_table_bytes);
+  res.weight_bytes_per_token = e.WeightBytesPerToken(o.precision);
+  if (o.measure_bandwidth) {
+    const ProbeBuffer buf(o.bandwidth_bytes);  // allocated after VmHWM was read
+    const double bytes = static_cast<double>(res.weight_bytes_per_token);
+    res.bandwidth_gbs = ReadBandwidthOf(buf.p, buf.n, o.threads);
+    res.roofline_tps = res.bandwidth_gbs * 1e9 / bytes;
+    res.roofline_fraction = res.roofline_tps > 0 ? res.decode_tps.median / res.roofline_tps : 0;
+    // Paired runs: probe, decode, probe, decode, ... (a fresh turn with the first prompt
+    // size each time; the prefill is not timed).
+    std::vector<double> bws, fractions;
+    double before = res.bandwidth_gbs;
+    const int p0 = o.prompt_sizes.empty() ? 1 : o.prompt_sizes[0];
+    for (int r = 0; o.n_gen > 0 && r < o.paired_reps; ++r) {
+      for (int i = 0; i < p0; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 11 + 3) % vocab;
+      TurnSpec t;
+      t.prompt = std::span<const TokenId>(prompt.data(), static_cast<size_t>(p0));
+      t.max_tokens = o.n_gen + 1;
+      t.keep_context = false;
+      if (auto s = e.StartTurn(0, t); !s) return std::unexpected(s.error());
+      for (bool done = false; !done;) {
+        auto c = e.RunChunk(0, k);
+        if (!c) return std::unexpected(c.error());
+        done = c->prompt_remaining == 0;
+      }
+      const auto d = Clock::now();
+      auto c = e.RunChunk(0, k);
+      if (!c) return std::unexpected(c.error());
+      const double tps = static_cast<double>(c->tokens.size()) /
+                         std::chrono::duration<double>(Clock::now() - d).count();
+      const double after = ReadBandwidthOf(buf.p, buf.n, o.threads);
+      const double bw = (before + after) / 2;
+      bws.push_back(bw);
+      fractions.push_back(bw > 0 ? tps / (bw * 1e9 / bytes) : 0);
+      before = after;
+    }
+    res.paired_bandwidth_gbs = MakeStat(bws);
+    res.paired_fraction = MakeStat(fractions);
+  }
+  return res;
+}
+
+std::string BenchResult::ToTable() const {
+  char b[1024];
+  std::string s;
+  std::snprintf(b, sizeof(b), "model %s  precision %s  threads %d\n", model.c_str(), precision.c_str(), threads);
+  s += b;
+  std::snprintf(b, sizeof(b), "%-22s %10s %10s %10s\n", "metric", "median", "min", "max");
+  s += b;
+  auto row = [&](const std::string& n, const Stat& st) {
+    std::snprintf(b, sizeof(b), "%-22s %10.2f %10.2f %10.2f\n", n.c_str(), st.median, st.min, st.max);
+    s += b;
+  };
+  for (size_t i = 0; i < prompt_sizes.size(); ++i) {
+    row("pp" + std::to_string(prompt_sizes[i]) + " t/s", prompt_tps[i]);
+    row("ttft pp" + std::to_string(prompt_sizes[i]) + " ms", ttft_ms[i]);
+  }
+  row("decode t/s", decode_tps);
+  std::snprintf(b, sizeof(b),
+                "time to ready %.1f ms, peak RSS %.1f MiB, embedding resident %.2f of %.2f MiB (%.2f before the runs)\n"
+                "weights/token %.1f MiB, read bandwidth %.2f GB/s, roofline %.1f t/s, fraction %.2f\n"
+                "pool dispatches per decoded token %.1f, per prompt token %.2f%s\n",
+                time_to_ready_ms, peak_rss_bytes / 1048576.0, embd_resident_bytes / 1048576.0,
+                embd_table_bytes / 1048576.0, embd_resident_before_bytes / 1048576.0,
+                weight_bytes_per_token / 1048576.0, bandwidth_gbs,
+                roofline_tps, roofline_fraction, dispatches_per_decode_token,
+                dispatches_per_prefill_token,
+                embd_evicted ? "" : "\n(embedding pages could not be evicted first: residency is the page cache's)");
+  s += b;
+  std::snprintf(b, sizeof(b),
+                "decode CPU share %.2f (%.2f..%.2f) of %d threads%s\n", decode_cpu_share.median,
+                decode_cpu_share.min, decode_cpu_share.max, threads,
+                decode_cpu_share.median > 0 && decode_cpu_share.median < 0.85
+                    ? ": the run did not get its CPUs (loaded machine), wall-clock figures measure the load"
+                    : "");
+  s += b;
+  if (!paired_fraction.values.empty()) {
+    std::snprintf(b, sizeof(b),
+                  "paired probe+decode runs (%zu): bandwidth %.2f GB/s (%.2f..%.2f), roofline fraction %.2f (%.2f..%.2f)\n",
+                  paired_fraction.values.size(), paired_bandwidth_gbs.median, paired_bandwidth_gbs.min,
+                  paired_bandwidth_gbs.max, paired_fraction.median, paired_fraction.min,
+                  paired_fraction.max);
+    s += b;
+  }
+  return s;
+}
+
+std::string BenchResult::ToJson() const {
+  std::string s = "{\"model\":\"" + model + "\",\"precision\":\"" + precision +
+                  "\",\"threads\":" + std::to_string(threads) +
+                  ",\"time_to_ready_ms\":" + std::to_string(time_to_ready_ms) + ",\"prompt\":[";
+  for (size_t i = 0; i < prompt_sizes.size(); ++i) {
+    if (i) s += ',';
+    s += "{\"tokens\":";
+    s += std::to_string(prompt_sizes[i]);
+    s += ",\"tps\":";
+    s += StatJson(prompt_tps[i]);
+    s += ",\"ttft_ms\":";
+    s += StatJson(ttft_ms[i]);
+    s += '}';
+  }
+  s += "],\"decode_tps\":" + StatJson(decode_tps) + ",\"peak_rss_bytes\":" + std::to_string(peak_rss_bytes) +
+       ",\"embd_resident_bytes\":" + std::to_string(embd_resident_bytes) +
+       ",\"embd_table_bytes\":" + std::to_string(embd_table_bytes) +
+       ",\"embd_evicted_before_run\":" + (embd_evicted ? "true" : "false") +
+       ",\"embd_resident_before_run_bytes\":" + std::to_string(embd_resident_before_bytes) +
+       ",\"dispatches_per_decode_token\":" + std::to_string(dispatches_per_decode_token) +
+       ",\"dispatches_per_prompt_token\":" + std::to_string(dispatches_per_prefill_token) +
+       ",\"weight_bytes_per_token\":" + std::to_string(weight_bytes_per_token) +
+       ",\"bandwidth_gbs\":" + std::to_string(bandwidth_gbs) + ",\"roofline_tps\":" +
+       std::to_string(roofline_tps) + ",\"roofline_fraction\":" + std::to_string(roofline_fraction) +
+       ",\"decode_cpu_share\":" + StatJson(decode_cpu_share) +
+       ",\"paired_bandwidth_gbs\":" + StatJson(paired_bandwidth_gbs) +
+       ",\"paired_roofline_fraction\":" + StatJson(paired_fraction) + "}";
+  return s;
+}
+
+}  // namespace ari::runtime

@@ -1,0 +1,185 @@
+#include "runtime/generate/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/model/forward.h"
+#include "runtime/model/model.h"
+#include "runtime/generate/sampler.h"
+#include "runtime/model/session.h"
+
+namespace ari::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Streams text while holding back a tail that could still become a stop string.
+class StopStringFilter {
+ public:
+  StopStringFilter(const std::vector<std::string>& stops, std::string& text,
+                   const TextCallback& cb)
+      : stops_(stops), text_(text), cb_(cb) {
+    for (const std::string& s : stops_) max_len_ = std::max(max_len_, s.size());
+  }
+  // Called after text_ grew. Returns false when a stop string matched (text_ truncated) or
+  // the callback asked to stop (*by_callback set).
+  bool Update(bool* by_callback) {
+    const size_t from = emitted_ > max_len_ ? emitted_ - max_len_ : 0;
+    size_t cut = std::string::npos;
+    for (const std::string& s : stops_) {
+      if (s.empty()) continue;
+      const size_t p = text_.find(s, from);
+      if (p != std::string::npos) cut = std::min(cut, p);
+    }
+    if (cut != std::string::npos) {
+      text_.resize(cut);
+      Emit(cut, by_callback);
+      return false;
+    }
+    size_t safe = text_.size();
+    for (const std::string& s : stops_) {  // longest text suffix that is a prefix of s
+      for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), text_.size()); k > 0; --k) {
+        if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+          safe = std::min(safe, text_.size() - k);
+          break;
+        }
+      }
+    }
+    return Emit(std::max(safe, emitted_), by_callback);
+  }
+  bool Finish(bool* by_callback) { return Emit(text_.size(), by_callback); }
+
+ private:
+  bool Emit(size_t upto, bool* by_callback) {
+    if (upto <= emitted_) return true;
+    const std::string_view piece(text_.data() + emitted_, upto - emitted_);
+    emitted_ = upto;
+    if (cb_ && !cb_(piece)) {
+      *by_callback = true;
+      return false;
+    }
+    return true;
+  }
+  const std::vector<std::string>& stops_;
+  std::string& text_;
+  const TextCallback& cb_;
+  size_t max_len_ = 0;
+  size_t emitted_ = 0;
+};
+
+}  // namespace
+
+double GenerateResult::PromptTokensPerSecond() const {
+  return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0;
+}
+double GenerateResult::GenTokensPerSecond() const {
+  return gen_seconds > 0 ? static_cast<double>(tokens.size()) / gen_seconds : 0.0;
+}
+
+Result<GenerateResult> Generate(Session& session, Sampler& sampler,
+                                std::span<const TokenId> prompt, const GenerateOptions& opts,
+                                const TextCallback& on_text) {
+  const Model& model = session.model();
+  const Tokenizer* tok = model.tokenizer();
+  if (prompt.empty()) return MakeError(ErrorCode::kInvalidArgument, "generate: empty prompt");
+  if (opts.max_tokens < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "generate: max_tokens must be >= 0");
+  }
+  if (sampler.vocab_size() != model.config().vocab_size) {
+    return MakeError(ErrorCode::kInvalidArgument, "generate: sampler vocab size " +
+                                                      std::to_string(sampler.vocab_size()) +
+                                                      " != model vocab size " +
+                                                      std::to_string(model.config().vocab_size));
+  }
+  GenerateResult res;
+  res.prompt_tokens = static_cast<int32_t>(prompt.size());
+  const size_t budget = static_cast<size_t>(opts.max_tokens);
+  res.tokens.reserve(budget);
+  res.text.reserve(budget * 8 + 64);
+  std::vector<TokenId> history(prompt.begin(), prompt.end());
+  history.reserve(prompt.size() + budget);
+  std::string piece;
+  piece.reserve(256);
+
+  const auto t0 = Clock::now();
+  auto logits = Forward(session, prompt);
+  if (!logits) return std::unexpected(logits.error());
+  const auto t1 = Clock::now();
+  res.prompt_seconds = Seconds(t0, t1);
+
+  StopStringFilter filter(opts.stop_strings, res.text, on_text);
+  std::optional<StreamDecoder> decoder;
+  if (tok != nullptr) decoder.emplace(*tok, opts.render_special);
+  bool by_callback = false;
+  bool stopped = false;
+  while (res.tokens.size() < budget) {
+    const TokenId next = sampler.Sample(session.mutable_last_logits(), history);
+    if (next < 0) return MakeError(ErrorCode::kInternal, "generate: sampler failed");
+    res.tokens.push_back(next);
+    history.push_back(next);
+    if (tok != nullptr && tok->IsEog(next)) {
+      res.stop_reason = StopReason::kEndOfGen;
+      stopped = true;
+      break;
+    }
+    if (opts.stop_on_bos && tok != nullptr && next == tok->Bos()) {
+      res.stop_reason = StopReason::kBos;
+      stopped = true;
+      break;
+    }
+    if (decoder) {
+      piece.clear();
+      decoder->Push(next, piece);
+      res.text += piece;
+      if (!piece.empty() && !filter.Update(&by_callback)) {
+        res.stop_reason = by_callback ? StopReason::kCallback : StopReason::kStopString;
+        stopped = true;
+        break;
+      }
+    }
+    if (res.tokens.size() == budget) break;
+    if (session.position() >= session.context_length()) {
+      res.stop_reason = StopReason::kContextFull;
+      stopped = true;
+      break;
+    }
+    auto r = Forward(session, std::span<const TokenId>(&next, 1));
+    if (!r) return std::unexpected(r.error());
+  }
+  if (!stopped) res.stop_reason = StopReason::kMaxTokens;
+  if (decoder && res.stop_reason != StopReason::kStopString &&
+      res.stop_reason != StopReason::kCallback) {
+    piece.clear();
+    decoder->Flush(piece);
+    res.text += piece;
+    if (!filter.Update(&by_callback)) {
+      res.stop_reason = by_callback ? StopReason::kCallback : StopReason::kStopString;
+    } else {
+      filter.Finish(&by_callback);
+    }
+  }
+  res.gen_seconds = Seconds(t1, Clock::now());
+  return res;
+}
+
+Result<GenerateResult> GenerateFromText(Session& session, Sampler& sampler,
+                                        std::string_view prompt, const EncodeOptions& encode,
+                                        const GenerateOptions& opts, const TextCallback& on_text) {
+  const Tokenizer* tok = session.model().tokenizer();
+  if (tok == nullptr) {
+    return MakeError(ErrorCode::kInvalidArgument, "generate: the model has no tokenizer");
+  }
+  auto ids = tok->Encode(prompt, encode);
+  if (!ids) return std::unexpected(ids.error());
+  if (ids->empty()) {
+    if (tok->Bos() < 0) return MakeError(ErrorCode::kInvalidArgument, "generate: empty prompt");
+    ids->push_back(tok->Bos());
+  }
+  return Generate(session, sampler, *ids, opts, on_text);
+}
+
+}  // namespace ari::runtime

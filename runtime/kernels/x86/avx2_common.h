@@ -1,0 +1,55 @@
+// Internal: AVX2 helpers shared by the x86 kernel files built with AVX2 or higher flags
+// (matmul_avx2.cc, gemm_*_avx2.cc, matmul_avx512.cc). `static`: each translation unit
+// gets its own copy compiled with its own ISA flags (no shared COMDAT, kernel_tiers.h).
+#pragma once
+
+#if !defined(__AVX2__)
+#error "runtime/kernels/x86/avx2_common.h needs AVX2 (include it only from *_avx2.cc / *_avx512.cc)"
+#endif
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "runtime/kernels/kernel_tiers.h"
+
+namespace ari::runtime::kernels::internal {
+
+// Sum of the 8 lanes, in a fixed order (the GEMV and GEMM reductions must match).
+static inline float Hsum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// 8 int8 weights -> 8 floats.
+static inline __m256 LoadQ8(const std::byte* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// 4 int8 activations broadcast to every 32-bit lane.
+static inline __m256i Bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Stores lanes of `v` (rows 8b .. 8b+7) that fall in [r0, r1) to y[row].
+static inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t r1) {
+  const int64_t base = b * kRowInterleave;
+  if (base >= r0 && base + kRowInterleave <= r1) {
+    _mm256_storeu_ps(y + base, v);
+    return;
+  }
+  alignas(32) float tmp[kRowInterleave];
+  _mm256_store_ps(tmp, v);
+  for (int i = 0; i < kRowInterleave; ++i) {
+    if (base + i >= r0 && base + i < r1) y[base + i] = tmp[i];
+  }
+}
+
+}  // namespace ari::runtime::kernels::internal
