@@ -12,6 +12,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include "runtime/core/utf8.h"
 #include "sim/drive_log.h"
 
 namespace ari::sim {
@@ -77,47 +78,11 @@ std::string Num(double v) {
   return ss.str();
 }
 
-// proto3 string fields must hold UTF-8: the text format accepts any bytes (octal
-// escapes), but binary parsing rejects them, so such a log would not survive being
-// written in binary form (found by drive_log_fuzz). Same rules as protobuf's check.
-bool IsUtf8(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  size_t i = 0;
-  const size_t n = text.size();
-  while (i < n) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t extra = 0;
-    uint32_t cp = 0;
-    if (c >= 0xc2 && c <= 0xdf) {
-      extra = 1;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      extra = 2;
-      cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      extra = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (n - i <= extra) return false;
-    for (size_t k = 1; k <= extra; ++k) {
-      if ((s[i + k] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3f);
-    }
-    if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000)) return false;  // overlong
-    if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
-    i += extra + 1;
-  }
-  return true;
-}
-
 std::optional<std::string> NotUtf8(std::string_view what, const std::string& value) {
-  if (IsUtf8(value)) return std::nullopt;
+  // proto3 string fields must hold UTF-8: the text format accepts any bytes (octal
+  // escapes), but binary parsing rejects them, so such a log would not survive being
+  // written in binary form (found by drive_log_fuzz). Same rules as protobuf's check.
+  if (runtime::IsValidUtf8(value)) return std::nullopt;
   return std::string(what) + " is not valid UTF-8";
 }
 

@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "component/node/node.h"
+#include "runtime/core/utf8.h"
 #include "thermal/clock.h"
 
 namespace ari::component {
@@ -42,14 +43,6 @@ qos::Urgency ToQos(ari_Urgency u) {
   }
 }
 
-// Longest prefix of at most `max` bytes ending on a UTF-8 boundary (never 0 for max > 3).
-size_t Utf8Cut(std::string_view text, size_t max) {
-  if (text.size() <= max) return text.size();
-  size_t n = max;
-  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xc0) == 0x80) --n;
-  return n == 0 ? max : n;
-}
-
 uint32_t Us(int64_t ns) {
   return ns <= 0 ? 0 : static_cast<uint32_t>(std::min<int64_t>(ns / 1000, UINT32_MAX));
 }
@@ -71,7 +64,7 @@ void Node::Refuse(const ari_Request& request, ari_Status status, std::string_vie
     c.sequence_number = 0;
     c.terminal = true;
     c.status = status;
-    dds::CopyFixed(message.substr(0, Utf8Cut(message, sizeof c.message - 1)), c.message);
+    dds::CopyFixed(message.substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)), c.message);
   });
 }
 
@@ -254,7 +247,7 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
   size_t tok = 0;
   uint32_t published = 0;
   while (published == 0 || !text.empty() || tok < ev.tokens.size()) {
-    const size_t cut = Utf8Cut(text, ari_kChunkTextLen - 1);
+    const size_t cut = runtime::Utf8Prefix(text, ari_kChunkTextLen - 1);
     const size_t ntok = std::min<size_t>(ev.tokens.size() - tok, ari_kChunkMaxTokens);
     (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
       c = ari_TokenChunk{};
@@ -307,7 +300,7 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
     c.sequence_number = lr.seq;
     c.terminal = true;
     c.status = status;
-    dds::CopyFixed(std::string_view(message).substr(0, Utf8Cut(message, sizeof c.message - 1)),
+    dds::CopyFixed(std::string_view(message).substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)),
                    c.message);
     c.timing.queue_wait_us = Us(ev.queue_wait_ns);
     c.timing.time_to_first_token_us = Us(ev.first_token_ns);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "component/client/dds.h"
+#include "runtime/core/utf8.h"
 
 namespace ari::component {
 namespace {
@@ -41,43 +42,6 @@ std::string_view CheckId(const char (&id)[N], const char* what, Verdict* v) {
 
 }  // namespace
 
-bool IsValidUtf8(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  size_t i = 0, n = text.size();
-  while (i < n) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int extra = 0;
-    uint32_t cp = 0;
-    if (c >= 0xc2 && c <= 0xdf) {
-      extra = 1;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      extra = 2;
-      cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      extra = 3;
-      cp = c & 0x07;
-    } else {
-      return false;  // continuation byte, overlong lead (c0/c1) or > f4
-    }
-    if (n - i <= static_cast<size_t>(extra)) return false;
-    for (int k = 1; k <= extra; ++k) {
-      const unsigned char cc = s[i + k];
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000)) return false;  // overlong
-    if (cp >= 0xd800 && cp <= 0xdfff) return false;                                 // surrogate
-    if (cp > 0x10ffff) return false;
-    i += static_cast<size_t>(extra) + 1;
-  }
-  return true;
-}
-
 Verdict ValidateRequest(const ari_Request& r, const RequestLimits& limits) {
   Verdict v;
   if (CheckId(r.request_id, "request_id", &v).empty()) return v;
@@ -106,7 +70,7 @@ Verdict ValidateRequest(const ari_Request& r, const RequestLimits& limits) {
                                            std::to_string(turn.text_len) + " out of 1.." +
                                            std::to_string(ari_kTurnTextLen - 1));
       }
-      if (!IsValidUtf8(std::string_view(turn.text, turn.text_len))) {
+      if (!runtime::IsValidUtf8(std::string_view(turn.text, turn.text_len))) {
         return Bad(ari_STATUS_INVALID, "turn " + std::to_string(t) + ": invalid UTF-8");
       }
       total += turn.text_len;
@@ -118,7 +82,7 @@ Verdict ValidateRequest(const ari_Request& r, const RequestLimits& limits) {
                                          " exceeds the array (" +
                                          std::to_string(ari_kPromptLen - 1) + ")");
     }
-    if (!IsValidUtf8(std::string_view(r.prompt, r.prompt_len))) {
+    if (!runtime::IsValidUtf8(std::string_view(r.prompt, r.prompt_len))) {
       return Bad(ari_STATUS_INVALID, "prompt is not valid UTF-8");
     }
     total = r.prompt_len;

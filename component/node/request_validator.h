@@ -26,9 +26,6 @@ struct Verdict {
   bool ok() const { return status == ari_STATUS_OK; }
 };
 
-// True when `text` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
-bool IsValidUtf8(std::string_view text);
-
 // Checks one Request sample: ids (non-empty, NUL-terminated, no control bytes),
 // urgency and role enums, exactly one of prompt / turns, length fields within the
 // arrays, prompt size (empty, > limit), UTF-8, max_tokens range, sampling values.

@@ -112,33 +112,9 @@ std::string RewriteWhitespace(std::string_view re) {
 
 // Decodes one code point at `i` (strict UTF-8); invalid bytes give U+FFFD and length 1.
 UChar32 DecodeAt(std::string_view s, size_t i, size_t& len) {
-  const auto b0 = static_cast<uint8_t>(s[i]);
-  len = 1;
-  if (b0 < 0x80) return b0;
-  size_t n = 0;
-  uint32_t cp = 0;
-  uint8_t lo = 0x80, hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2, cp = b0 & 0x1Fu;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3, cp = b0 & 0x0Fu;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4, cp = b0 & 0x07u;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0xFFFD;
-  }
-  if (i + n > s.size()) return 0xFFFD;
-  for (size_t k = 1; k < n; ++k) {
-    const auto b = static_cast<uint8_t>(s[i + k]);
-    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0xFFFD;
-    cp = (cp << 6) | (b & 0x3Fu);
-  }
-  len = n;
-  return static_cast<UChar32>(cp);
+  const Utf8Decoded d = DecodeUtf8At(s, i);
+  len = d.length;
+  return d.valid ? static_cast<UChar32>(d.code_point) : 0xFFFD;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/core/utf8.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace ari::runtime {
@@ -29,29 +30,6 @@ namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
-// Length of the sequence a lead byte starts, 0 when it cannot start one (strict UTF-8).
-size_t LeadLength(uint8_t b) {
-  if (b < 0x80) return 1;
-  if (b >= 0xC2 && b <= 0xDF) return 2;
-  if (b >= 0xE0 && b <= 0xEF) return 3;
-  if (b >= 0xF0 && b <= 0xF4) return 4;
-  return 0;
-}
-
-// Whether `b` may follow the partial sequence `seq` (lead byte first).
-bool ValidNext(std::string_view seq, uint8_t b) {
-  if (seq.size() == 1) {
-    switch (static_cast<uint8_t>(seq[0])) {
-      case 0xE0: return b >= 0xA0 && b <= 0xBF;  // no overlong
-      case 0xED: return b >= 0x80 && b <= 0x9F;  // no surrogates
-      case 0xF0: return b >= 0x90 && b <= 0xBF;  // no overlong
-      case 0xF4: return b >= 0x80 && b <= 0x8F;  // <= U+10FFFF
-      default: break;
-    }
-  }
-  return b >= 0x80 && b <= 0xBF;
-}
-
 }  // namespace
 
 StreamDecoder::StreamDecoder(const Tokenizer& tok, bool special)
@@ -73,7 +51,7 @@ void StreamDecoder::Feed(std::string_view bytes, std::string& out) {
         i = j;
         continue;
       }
-      if (LeadLength(b) == 0) {
+      if (Utf8LeadLength(b) == 0) {
         out.append(kReplacement);
       } else {
         pending_.push_back(static_cast<char>(b));
@@ -81,14 +59,14 @@ void StreamDecoder::Feed(std::string_view bytes, std::string& out) {
       ++i;
       continue;
     }
-    if (!ValidNext(pending_, b)) {  // maximal invalid subpart ends here; retry b afresh
+    if (!Utf8ValidContinuation(static_cast<uint8_t>(pending_[0]), pending_.size(), b)) {  // maximal invalid subpart ends here; retry b afresh
       out.append(kReplacement);
       pending_.clear();
       continue;
     }
     pending_.push_back(static_cast<char>(b));
     ++i;
-    if (pending_.size() == LeadLength(static_cast<uint8_t>(pending_[0]))) {
+    if (pending_.size() == Utf8LeadLength(static_cast<uint8_t>(pending_[0]))) {
       out.append(pending_);
       pending_.clear();
     }

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/core/utf8.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace ari::runtime::tok {
@@ -26,14 +27,7 @@ enum AttrBit : uint16_t {
   kBitRstrip = 1 << 7,
 };
 
-// Byte length of the UTF-8 sequence that starts with `c`, judged by its high bits only
-// (as llama.cpp's unicode_len_utf8: continuation/invalid bytes count as 1).
-inline size_t Utf8SeqLen(char c) {
-  static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kLen[static_cast<uint8_t>(c) >> 4];
-}
-
-void AppendUtf8(uint32_t cp, std::string& out);
+// UTF-8 helpers (Utf8SeqLen, AppendUtf8, DecodeUtf8At): runtime/core/utf8.h.
 
 // One piece of input text during special-token partitioning: raw text [off, off+len) or
 // an already recognised token.

@@ -101,17 +101,6 @@ TEST(RequestValidator, InvalidUtf8) {
   EXPECT_NE(v.message.find("UTF-8"), std::string::npos);
 }
 
-TEST(RequestValidator, Utf8Rules) {
-  EXPECT_TRUE(IsValidUtf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x9a\x97"));
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
-  EXPECT_FALSE(IsValidUtf8("\xe0\x80\xaf"));      // overlong 3-byte
-  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // > U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // truncated
-  EXPECT_FALSE(IsValidUtf8("\x80"));              // lone continuation
-  EXPECT_TRUE(IsValidUtf8(std::string_view("a\0b", 3)));
-}
-
 TEST(RequestValidator, IdsMustBeTerminatedAndPrintable) {
   ari_Request r = Good();
   std::memset(r.request_id, 'x', sizeof r.request_id);  // no NUL

@@ -15,10 +15,11 @@
 
 #include "component/client/dds.h"
 #include "component/node/request_validator.h"
+#include "runtime/core/utf8.h"
 
 namespace {
 
-using ari::component::IsValidUtf8;
+using ari::runtime::IsValidUtf8;
 using ari::component::RequestLimits;
 
 template <size_t N>

@@ -52,6 +52,8 @@ std::vector<Vocab> LoadVocabs() {
 // Length of the maximal well-formed prefix of a UTF-8 sequence at s[i] (Unicode 15, table
 // 3-7), or 0 when s[i..] starts a sequence that is complete and valid: returns the valid
 // length via *len, and whether it is valid.
+// An independent oracle on purpose, not runtime/core/utf8.h: the decoders built on that
+// file are checked against the Unicode table here, not against themselves.
 bool NextUtf8(std::string_view s, size_t i, size_t* len) {
   const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
   const uint8_t c = b(0);
