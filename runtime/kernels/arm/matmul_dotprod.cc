@@ -3,56 +3,19 @@
 // lanes of 16 bytes (layout.h), so `sdot` against a broadcast 4-byte activation quad adds
 // each row's 4 products into that row's own int32 lane: 16 sdot per group give the exact
 // group dots of all 8 rows, no horizontal reduction. Then fma(float(isum - 8 sum),
-// d_w * d_a, acc) per group as in the scalar reference: bit-identical results.
+// d_w * d_a, acc) per group as in the scalar reference: bit-identical results. The GEMM is
+// the micro-kernel W4BlockTiles (8 rows x 4 tokens) in the loops of gemm_driver.h.
 //
 // W8A16 and the element-wise kernels of this tier are the baseline NEON ones.
 // ISA-specific file: no std:: templates, nothing runs before the tier is checked.
 #include <arm_neon.h>
 
-#include <cstring>
-
+#include "runtime/kernels/arm/neon_common.h"
+#include "runtime/kernels/gemm_driver.h"
 #include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
-
-constexpr int64_t kChunkWeightBytes = 256 * 1024;
-constexpr int kTokenTile = 4;  // GEMM: 8 rows x 4 tokens per tile
-
-inline void LoadScales(const std::byte* tile, float32x4_t* lo, float32x4_t* hi) {
-  const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(reinterpret_cast<const uint8_t*>(tile)));
-  *lo = vcvt_f32_f16(vget_low_f16(h));
-  *hi = vcvt_high_f32_f16(h);
-}
-
-inline int8x16_t Bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return vreinterpretq_s8_s32(vdupq_n_s32(v));
-}
-
-inline void StoreRows(float32x4_t lo, float32x4_t hi, float* y, int64_t b, int64_t r0,
-                      int64_t r1) {
-  const int64_t base = b * kRowInterleave;
-  if (base >= r0 && base + kRowInterleave <= r1) {
-    vst1q_f32(y + base, lo);
-    vst1q_f32(y + base + 4, hi);
-    return;
-  }
-  float tmp[kRowInterleave];
-  vst1q_f32(tmp, lo);
-  vst1q_f32(tmp + 4, hi);
-  for (int i = 0; i < kRowInterleave; ++i) {
-    if (base + i >= r0 && base + i < r1) y[base + i] = tmp[i];
-  }
-}
-
-inline float32x4_t W4Accumulate(int32x4_t isum, const BlockQ8A& a, float32x4_t dw,
-                                float32x4_t acc) {
-  const int32x4_t adj = vsubq_s32(isum, vdupq_n_s32(8 * a.sum));
-  const float32x4_t scale = vmulq_f32(dw, vdupq_n_f32(a.d));
-  return vfmaq_f32(acc, vcvtq_f32_s32(adj), scale);
-}
 
 // Per token t of the tile: isum[t][h] (rows 4h .. 4h+3) of one group. Nibbles are unpacked
 // once per group and reused for every token.
@@ -101,60 +64,35 @@ void GemvW4A8Dotprod(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t
   }
 }
 
-template <int NT>
-void W4BlockTile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt,
-                 float32x4_t acc[kTokenTile][2]) {
-  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = vdupq_n_f32(0.0f);
-  const std::byte* tile = block;
-  for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
-    int32x4_t isum[NT][2];
-    GroupDots<NT>(tile + 16, xt, g, isum);
-    float32x4_t dw_lo, dw_hi;
-    LoadScales(tile, &dw_lo, &dw_hi);
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8A& a = xt[t][g];
-      acc[t][0] = W4Accumulate(isum[t][0], a, dw_lo, acc[t][0]);
-      acc[t][1] = W4Accumulate(isum[t][1], a, dw_hi, acc[t][1]);
-    }
-  }
-}
+// GEMM micro-kernel (gemm_driver.h, row blocks): one row block (8 rows) against NT tokens
+// over all groups, acc[t] = the 8 row outputs of token t (rows 0-3, 4-7).
+struct W4BlockTiles : NeonW4A8Tiles {
+  static constexpr int kTileTokens[] = {4};  // tails 1-3
+  using Acc = float32x4_t[4][2];
 
-void GemmW4A8Dotprod(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n,
-                     float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW4TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-      const int nt = static_cast<int>(Min64(kTokenTile, n - t0));
-      const BlockQ8A* xt[kTokenTile];
-      for (int t = 0; t < kTokenTile; ++t) xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
-      for (int64_t b = cb; b < ce; ++b) {
-        const std::byte* block = w.data + b * block_bytes;
-        float32x4_t acc[kTokenTile][2];
-        switch (nt) {
-          case 4: W4BlockTile<4>(block, groups, xt, acc); break;
-          case 3: W4BlockTile<3>(block, groups, xt, acc); break;
-          case 2: W4BlockTile<2>(block, groups, xt, acc); break;
-          default: W4BlockTile<1>(block, groups, xt, acc); break;
-        }
-        for (int t = 0; t < nt; ++t) {
-          StoreRows(acc[t][0], acc[t][1], y + (t0 + t) * ldy, b, r0, r1);
-        }
+  template <int NT>
+  static void Tile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt, Acc& acc) {
+    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = vdupq_n_f32(0.0f);
+    const std::byte* tile = block;
+    for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
+      int32x4_t isum[NT][2];
+      GroupDots<NT>(tile + 16, xt, g, isum);
+      float32x4_t dw_lo, dw_hi;
+      LoadScales(tile, &dw_lo, &dw_hi);
+      for (int t = 0; t < NT; ++t) {
+        const BlockQ8A& a = xt[t][g];
+        acc[t][0] = W4Accumulate(isum[t][0], a, dw_lo, acc[t][0]);
+        acc[t][1] = W4Accumulate(isum[t][1], a, dw_hi, acc[t][1]);
       }
     }
   }
-}
+};
 
 }  // namespace
 
 namespace dotprod {
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) { GemvW4A8Dotprod(w, x, y, r0, r1); }
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmW4A8Dotprod(w, x, ldx, n, y, ldy, r0, r1); }
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1); }
 }  // namespace dotprod
 
 }  // namespace ari::runtime::kernels::internal

@@ -6,46 +6,18 @@
 // touching memory, and 8 activation bytes of each token form the other operand. Group dots
 // are exact int32 and the per-group fma(float(isum - 8 sum), d_w * d_a, acc) is the scalar
 // reference's, so results are bit-identical to it (and to the dotprod GEMV this tier
-// uses for decode, where a second token would be wasted work).
+// uses for decode, where a second token would be wasted work). The GEMM is the micro-kernel
+// W4PairBlockTiles (8 rows x 2 tokens) in the loops of gemm_driver.h.
 //
 // ISA-specific file: no std:: templates, nothing runs before the tier is checked.
 #include <arm_neon.h>
 
+#include "runtime/kernels/arm/neon_common.h"
+#include "runtime/kernels/gemm_driver.h"
 #include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
-
-constexpr int64_t kChunkWeightBytes = 256 * 1024;
-
-inline void LoadScales(const std::byte* tile, float32x4_t* lo, float32x4_t* hi) {
-  const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(reinterpret_cast<const uint8_t*>(tile)));
-  *lo = vcvt_f32_f16(vget_low_f16(h));
-  *hi = vcvt_high_f32_f16(h);
-}
-
-inline void StoreRows(float32x4_t lo, float32x4_t hi, float* y, int64_t b, int64_t r0,
-                      int64_t r1) {
-  const int64_t base = b * kRowInterleave;
-  if (base >= r0 && base + kRowInterleave <= r1) {
-    vst1q_f32(y + base, lo);
-    vst1q_f32(y + base + 4, hi);
-    return;
-  }
-  float tmp[kRowInterleave];
-  vst1q_f32(tmp, lo);
-  vst1q_f32(tmp + 4, hi);
-  for (int i = 0; i < kRowInterleave; ++i) {
-    if (base + i >= r0 && base + i < r1) y[base + i] = tmp[i];
-  }
-}
-
-inline float32x4_t W4Accumulate(int32x4_t isum, const BlockQ8A& a, float32x4_t dw,
-                                float32x4_t acc) {
-  const int32x4_t adj = vsubq_s32(isum, vdupq_n_s32(8 * a.sum));
-  const float32x4_t scale = vmulq_f32(dw, vdupq_n_f32(a.d));
-  return vfmaq_f32(acc, vcvtq_f32_s32(adj), scale);
-}
 
 inline int8x16_t Zip1(int8x16_t a, int8x16_t b) {
   return vreinterpretq_s8_s32(vzip1q_s32(vreinterpretq_s32_s8(a), vreinterpretq_s32_s8(b)));
@@ -92,34 +64,30 @@ void W4PairBlock(const std::byte* block, int64_t groups, const BlockQ8A* x0,
   }
 }
 
-void GemmW4A8I8mm(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n,
-                  float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW4TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n; t0 += 2) {
-      const bool pair = t0 + 1 < n;  // odd tail: the last token pairs with itself
-      const BlockQ8A* x0 = x + t0 * ldx;
-      const BlockQ8A* x1 = pair ? x0 + ldx : x0;
-      for (int64_t b = cb; b < ce; ++b) {
-        float32x4_t acc[2][2];
-        W4PairBlock(w.data + b * block_bytes, groups, x0, x1, acc);
-        StoreRows(acc[0][0], acc[0][1], y + t0 * ldy, b, r0, r1);
-        if (pair) StoreRows(acc[1][0], acc[1][1], y + (t0 + 1) * ldy, b, r0, r1);
-      }
+// GEMM micro-kernel (gemm_driver.h, row blocks): token pairs; an odd last token pairs
+// with itself (the padded tail: xt[1] == xt[0], only token 0 is stored).
+struct W4PairBlockTiles : NeonW4A8Tiles {
+  static constexpr int kTileTokens[] = {2};
+  static constexpr bool kTailPadded = true;
+  using Acc = float32x4_t[2][2];
+
+  template <int NT>
+  static void Tile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt, Acc& acc) {
+    // Accumulate in registers (a local array, constant indices), not in `acc`, which the
+    // driver indexes by token.
+    float32x4_t pair[2][2];
+    W4PairBlock(block, groups, xt[0], xt[1], pair);
+    for (int t = 0; t < 2; ++t) {
+      acc[t][0] = pair[t][0];
+      acc[t][1] = pair[t][1];
     }
   }
-}
+};
 
 }  // namespace
 
 namespace i8mm {
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmW4A8I8mm(w, x, ldx, n, y, ldy, r0, r1); }
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowBlockTiles<W4PairBlockTiles>(w, x, ldx, n, y, ldy, r0, r1); }
 }  // namespace i8mm
 
 }  // namespace ari::runtime::kernels::internal

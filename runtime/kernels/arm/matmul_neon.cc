@@ -11,34 +11,22 @@
 //   most 8 products of |15 * 127| per lane: exact), then pairwise widened to one int32 per
 //   row; then fma(float(isum - 8 sum), d_w * d_a, acc) per group: bit-identical to the
 //   scalar reference.
-// GEMM blocking as on x86: row chunks of about kChunkWeightBytes of packed weights (L2),
-// token tiles inside; every weight byte is read from memory once per call.
+// The GEMMs are micro-kernels (W8PairTiles: 2 rows x 4 tokens, W4BlockTiles: 8 rows x 4
+// tokens) run by the block/tile loops of gemm_driver.h, as on x86: row chunks of about
+// 256 KiB of packed weights (L2), token tiles inside; every weight byte is read from
+// memory once per call.
 //
 // ISA-specific file: no std:: templates, nothing runs before the tier is checked
 // (kernel_tiers.h).
 #include <arm_neon.h>
 
-#include <cstring>
-
+#include "runtime/kernels/arm/neon_common.h"
+#include "runtime/kernels/gemm_driver.h"
 #include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
 
-constexpr int64_t kChunkWeightBytes = 256 * 1024;
-constexpr int kTokenTile = 4;    // W4A8 GEMM: tokens per tile (8 rows x 4 tokens)
-constexpr int kW8TokenTile = 4;  // W8A16 GEMM: 2 rows x 4 tokens
-
-// 4 fp16 values -> fp32 (fcvtl). Byte loads: no alignment assumption beyond 1.
-inline float32x4_t LoadF16x4(const uint16_t* p) {
-  return vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(reinterpret_cast<const uint8_t*>(p))));
-}
-// The 8 fp16 row scales at the start of a tile, as two fp32 vectors (rows 0-3, 4-7).
-inline void LoadScales(const std::byte* tile, float32x4_t* lo, float32x4_t* hi) {
-  const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(reinterpret_cast<const uint8_t*>(tile)));
-  *lo = vcvt_f32_f16(vget_low_f16(h));
-  *hi = vcvt_high_f32_f16(h);
-}
 // 32 int8 quants -> 8 x 4 fp32.
 inline void LoadQ8x32(const std::byte* p, float32x4_t w[8]) {
   const int8x16_t a = vld1q_s8(reinterpret_cast<const int8_t*>(p));
@@ -55,23 +43,6 @@ inline void LoadQ8x8(const std::byte* p, float32x4_t* w0, float32x4_t* w1) {
   const int16x8_t h = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(p)));
   *w0 = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
   *w1 = vcvtq_f32_s32(vmovl_high_s16(h));
-}
-
-// Stores the 8 results of row block b (two vectors) that fall in [r0, r1).
-inline void StoreRows(float32x4_t lo, float32x4_t hi, float* y, int64_t b, int64_t r0,
-                      int64_t r1) {
-  const int64_t base = b * kRowInterleave;
-  if (base >= r0 && base + kRowInterleave <= r1) {
-    vst1q_f32(y + base, lo);
-    vst1q_f32(y + base + 4, hi);
-    return;
-  }
-  float tmp[kRowInterleave];
-  vst1q_f32(tmp, lo);
-  vst1q_f32(tmp + 4, hi);
-  for (int i = 0; i < kRowInterleave; ++i) {
-    if (base + i >= r0 && base + i < r1) y[base + i] = tmp[i];
-  }
 }
 
 // ---------------------------------------------------------------- W8A16
@@ -107,83 +78,51 @@ void GemvW8A16Neon(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r
   }
 }
 
-// Rows i, i+1 of one row block against NT tokens (same per-(row, token) operations as
-// GemvW8A16Neon).
-template <int NT>
-void W8PairTile(const std::byte* block, int64_t groups, int i, const uint16_t* const* xt,
-                float out[2][kW8TokenTile]) {
-  float32x4_t acc0[NT], acc1[NT];
-  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = vdupq_n_f32(0.0f);
-  const std::byte* tile = block;
-  for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-    const std::byte* q0 = tile + 16 + 32 * i;
-    const std::byte* q1 = q0 + 32;
-    float32x4_t s0[NT], s1[NT];
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {  // 8 quants of each row per step
-      float32x4_t w0a, w0b, w1a, w1b;
-      LoadQ8x8(q0 + 8 * c, &w0a, &w0b);
-      LoadQ8x8(q1 + 8 * c, &w1a, &w1b);
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-        const float32x4_t xa = LoadF16x4(xt[t] + g * kGroup + 8 * c);
-        const float32x4_t xb = LoadF16x4(xt[t] + g * kGroup + 8 * c + 4);
-        s0[t] = c == 0 ? vmulq_f32(w0a, xa) : vfmaq_f32(s0[t], w0a, xa);
-        s1[t] = c == 0 ? vmulq_f32(w1a, xa) : vfmaq_f32(s1[t], w1a, xa);
-        s0[t] = vfmaq_f32(s0[t], w0b, xb);
-        s1[t] = vfmaq_f32(s1[t], w1b, xb);
-      }
-    }
-    const float32x4_t d0 = vdupq_n_f32(vgetq_lane_f32(
-        vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(LoadU16(tile + 2 * i)))), 0));
-    const float32x4_t d1 = vdupq_n_f32(vgetq_lane_f32(
-        vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(LoadU16(tile + 2 * i + 2)))), 0));
-    for (int t = 0; t < NT; ++t) {
-      acc0[t] = vfmaq_f32(acc0[t], s0[t], d0);
-      acc1[t] = vfmaq_f32(acc1[t], s1[t], d1);
-    }
-  }
-  for (int t = 0; t < NT; ++t) {
-    out[0][t] = vaddvq_f32(acc0[t]);
-    out[1][t] = vaddvq_f32(acc1[t]);
-  }
-}
+// W8A16 GEMM micro-kernel (gemm_driver.h, row pairs): rows i, i+1 of one row block
+// against NT tokens, the same per-(row, token) operations as GemvW8A16Neon.
+struct W8PairTiles : W8A16Tiles {
+  static constexpr int kTileTokens[] = {4};  // 2 rows x 4 tokens, tails 1-3
 
-void GemmW8A16Neon(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n,
-                   float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW8TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n; t0 += kW8TokenTile) {
-      const int nt = static_cast<int>(Min64(kW8TokenTile, n - t0));
-      const uint16_t* xt[kW8TokenTile];
-      for (int t = 0; t < kW8TokenTile; ++t) xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
-      for (int64_t b = cb; b < ce; ++b) {
-        const std::byte* block = w.data + b * block_bytes;
-        for (int i = 0; i < kRowInterleave; i += 2) {
-          const int64_t row = b * kRowInterleave + i;
-          if (row + 1 < r0 || row >= r1) continue;
-          float out[2][kW8TokenTile];
-          switch (nt) {
-            case 4: W8PairTile<4>(block, groups, i, xt, out); break;
-            case 3: W8PairTile<3>(block, groups, i, xt, out); break;
-            case 2: W8PairTile<2>(block, groups, i, xt, out); break;
-            default: W8PairTile<1>(block, groups, i, xt, out); break;
-          }
-          for (int p = 0; p < 2; ++p) {
-            if (row + p < r0 || row + p >= r1) continue;
-            for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + row + p] = out[p][t];
-          }
+  template <int NT>
+  static void Tile(const std::byte* block, int64_t groups, int i, const uint16_t* const* xt,
+                   float out[2][kTileTokens[0]]) {
+    float32x4_t acc0[NT], acc1[NT];
+    for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = vdupq_n_f32(0.0f);
+    const std::byte* tile = block;
+    for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
+      const std::byte* q0 = tile + 16 + 32 * i;
+      const std::byte* q1 = q0 + 32;
+      float32x4_t s0[NT], s1[NT];
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {  // 8 quants of each row per step
+        float32x4_t w0a, w0b, w1a, w1b;
+        LoadQ8x8(q0 + 8 * c, &w0a, &w0b);
+        LoadQ8x8(q1 + 8 * c, &w1a, &w1b);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; ++t) {
+          const float32x4_t xa = LoadF16x4(xt[t] + g * kGroup + 8 * c);
+          const float32x4_t xb = LoadF16x4(xt[t] + g * kGroup + 8 * c + 4);
+          s0[t] = c == 0 ? vmulq_f32(w0a, xa) : vfmaq_f32(s0[t], w0a, xa);
+          s1[t] = c == 0 ? vmulq_f32(w1a, xa) : vfmaq_f32(s1[t], w1a, xa);
+          s0[t] = vfmaq_f32(s0[t], w0b, xb);
+          s1[t] = vfmaq_f32(s1[t], w1b, xb);
         }
       }
+      const float32x4_t d0 = vdupq_n_f32(
+          vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(LoadU16(tile + 2 * i)))), 0));
+      const float32x4_t d1 = vdupq_n_f32(vgetq_lane_f32(
+          vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(LoadU16(tile + 2 * i + 2)))), 0));
+      for (int t = 0; t < NT; ++t) {
+        acc0[t] = vfmaq_f32(acc0[t], s0[t], d0);
+        acc1[t] = vfmaq_f32(acc1[t], s1[t], d1);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      out[0][t] = vaddvq_f32(acc0[t]);
+      out[1][t] = vaddvq_f32(acc1[t]);
     }
   }
-}
+};
 
 // ---------------------------------------------------------------- W4A8
 
@@ -207,13 +146,6 @@ inline void UnpackW4(const std::byte* nibbles, W4Tile* t) {
   }
 }
 
-// 4 activation bytes broadcast to all four 4-byte lanes.
-inline int8x16_t Bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return vreinterpretq_s8_s32(vdupq_n_s32(v));
-}
-
 // Exact per-row group dots for rows 4h .. 4h+3 (one int32 lane per row).
 inline int32x4_t DotHalf(const W4Tile& t, int h, const int8x16_t a_lo[4],
                          const int8x16_t a_hi[4]) {
@@ -228,13 +160,6 @@ inline int32x4_t DotHalf(const W4Tile& t, int h, const int8x16_t a_lo[4],
     p23 = vmlal_high_s8(p23, t.hi[v][h], a_hi[v]);
   }
   return vpaddq_s32(vpaddlq_s16(p01), vpaddlq_s16(p23));
-}
-
-inline float32x4_t W4Accumulate(int32x4_t isum, const BlockQ8A& a, float32x4_t dw,
-                                float32x4_t acc) {
-  const int32x4_t adj = vsubq_s32(isum, vdupq_n_s32(8 * a.sum));
-  const float32x4_t scale = vmulq_f32(dw, vdupq_n_f32(a.d));
-  return vfmaq_f32(acc, vcvtq_f32_s32(adj), scale);
 }
 
 inline void LoadActQuads(const BlockQ8A& a, int8x16_t a_lo[4], int8x16_t a_hi[4]) {
@@ -264,65 +189,40 @@ void GemvW4A8Neon(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0
   }
 }
 
-template <int NT>
-void W4BlockTile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt,
-                 float32x4_t acc[kTokenTile][2]) {
-  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = vdupq_n_f32(0.0f);
-  const std::byte* tile = block;
-  for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
-    W4Tile wt;
-    UnpackW4(tile + 16, &wt);
-    float32x4_t dw_lo, dw_hi;
-    LoadScales(tile, &dw_lo, &dw_hi);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8A& a = xt[t][g];
-      int8x16_t a_lo[4], a_hi[4];
-      LoadActQuads(a, a_lo, a_hi);
-      acc[t][0] = W4Accumulate(DotHalf(wt, 0, a_lo, a_hi), a, dw_lo, acc[t][0]);
-      acc[t][1] = W4Accumulate(DotHalf(wt, 1, a_lo, a_hi), a, dw_hi, acc[t][1]);
-    }
-  }
-}
+// W4A8 GEMM micro-kernel (gemm_driver.h, row blocks): one row block (8 rows) against NT
+// tokens over all groups, acc[t] = the 8 row outputs of token t (rows 0-3, 4-7).
+struct W4BlockTiles : NeonW4A8Tiles {
+  static constexpr int kTileTokens[] = {4};  // tails 1-3
+  using Acc = float32x4_t[4][2];
 
-void GemmW4A8Neon(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n,
-                  float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW4TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-      const int nt = static_cast<int>(Min64(kTokenTile, n - t0));
-      const BlockQ8A* xt[kTokenTile];
-      for (int t = 0; t < kTokenTile; ++t) xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
-      for (int64_t b = cb; b < ce; ++b) {
-        const std::byte* block = w.data + b * block_bytes;
-        float32x4_t acc[kTokenTile][2];
-        switch (nt) {
-          case 4: W4BlockTile<4>(block, groups, xt, acc); break;
-          case 3: W4BlockTile<3>(block, groups, xt, acc); break;
-          case 2: W4BlockTile<2>(block, groups, xt, acc); break;
-          default: W4BlockTile<1>(block, groups, xt, acc); break;
-        }
-        for (int t = 0; t < nt; ++t) {
-          StoreRows(acc[t][0], acc[t][1], y + (t0 + t) * ldy, b, r0, r1);
-        }
+  template <int NT>
+  static void Tile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt, Acc& acc) {
+    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = vdupq_n_f32(0.0f);
+    const std::byte* tile = block;
+    for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
+      W4Tile wt;
+      UnpackW4(tile + 16, &wt);
+      float32x4_t dw_lo, dw_hi;
+      LoadScales(tile, &dw_lo, &dw_hi);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        const BlockQ8A& a = xt[t][g];
+        int8x16_t a_lo[4], a_hi[4];
+        LoadActQuads(a, a_lo, a_hi);
+        acc[t][0] = W4Accumulate(DotHalf(wt, 0, a_lo, a_hi), a, dw_lo, acc[t][0]);
+        acc[t][1] = W4Accumulate(DotHalf(wt, 1, a_lo, a_hi), a, dw_hi, acc[t][1]);
       }
     }
   }
-}
+};
 
 }  // namespace
 
 namespace neon {
 void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) { GemvW8A16Neon(w, x, y, r0, r1); }
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmW8A16Neon(w, x, ldx, n, y, ldy, r0, r1); }
+void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowPairTiles<W8PairTiles>(w, x, ldx, n, y, ldy, r0, r1); }
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) { GemvW4A8Neon(w, x, y, r0, r1); }
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmW4A8Neon(w, x, ldx, n, y, ldy, r0, r1); }
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1); }
 }  // namespace neon
 
 }  // namespace ari::runtime::kernels::internal

@@ -7,18 +7,15 @@
 // ISA-specific file: no std:: templates, nothing runs before the tier is checked.
 #include <arm_neon.h>
 
-#include "runtime/kernels/kernel_tiers.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/kernels/arm/neon_common.h"
+#include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
 
 inline float ClampF16Range(float v) {
   return v < -65504.0f ? -65504.0f : (v > 65504.0f ? 65504.0f : v);
-}
-
-inline float32x4_t LoadF16x4(const uint16_t* p) {
-  return vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(reinterpret_cast<const uint8_t*>(p))));
 }
 
 // exp(x) = 2^n * exp(r), |r| <= ln2 / 2 (see simd_exp_avx2.h for the constants' origin).

@@ -1,6 +1,7 @@
 // Internal: AVX2 helpers shared by the x86 kernel files built with AVX2 or higher flags
-// (matmul_avx2.cc, gemm_*_avx2.cc, matmul_avx512.cc). `static`: each translation unit
-// gets its own copy compiled with its own ISA flags (no shared COMDAT, kernel_tiers.h).
+// (matmul_avx2.cc, gemm_*_avx2.cc, matmul_avx512.cc). `static` (and the unnamed namespace
+// for the struct): each translation unit gets its own copy compiled with its own ISA flags
+// (no shared COMDAT, kernel_tiers.h).
 #pragma once
 
 #if !defined(__AVX2__)
@@ -11,6 +12,7 @@
 
 #include <cstring>
 
+#include "runtime/kernels/gemm_driver.h"
 #include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
@@ -52,4 +54,15 @@ static inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t 
   }
 }
 
+namespace {
+
+// Base of the W4A8 GEMM micro-kernels (gemm_driver.h, row blocks): acc[t] = the 8 row
+// outputs of token t in one vector.
+struct Avx2W4A8Tiles : W4A8Tiles {
+  static void Store(__m256 v, float* y, int64_t b, int64_t r0, int64_t r1) {
+    StoreRows(v, y, b, r0, r1);
+  }
+};
+
+}  // namespace
 }  // namespace ari::runtime::kernels::internal

@@ -20,19 +20,19 @@
 // 1 vpmaddwd, shift/sub/convert/mul/fma (the spec's exact float sequence) plus 1/6 of the
 // unpack: about 24 vector ops per 256 MACs, near the two multiply pipes of Zen 3.
 //
-// Blocking: rows in chunks of about kChunkWeightBytes packed bytes (L2-resident); inside a
-// chunk, token tiles sweep all row blocks (the tile's activations stay in L1 / L2).
+// Blocking (row chunks of about 256 KiB packed weights, token tiles sweeping each chunk)
+// and tile choice are gemm_driver.h's, with this file's W4BlockTiles as the micro-kernel.
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "runtime/kernels/x86/avx2_common.h"
+#include "runtime/kernels/gemm_driver.h"
 #include "runtime/kernels/kernel_tiers.h"
+#include "runtime/kernels/x86/avx2_common.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
 
-constexpr int64_t kChunkWeightBytes = 256 * 1024;
 constexpr int kTokenTile = 4;
 constexpr int kWideTile = 6;  // tokens per tile of the main loop (W4Tile6Asm)
 
@@ -114,7 +114,7 @@ inline void W4Tile(const std::byte* block, int64_t groups, const BlockQ8A* const
   "vfmadd231ps %%ymm9, %%ymm" #T ", %%ymm" #ACC "\n\t"
 
 void W4Tile4Asm(const std::byte* block, int64_t groups, const BlockQ8A* const* xt,
-                float out[kTokenTile][kRowInterleave]) {
+                __m256 out[kTokenTile]) {
   const std::byte* w = block;
   int64_t off = 0;
   const int64_t off_end = groups * static_cast<int64_t>(sizeof(BlockQ8A));
@@ -146,7 +146,7 @@ void W4Tile4Asm(const std::byte* block, int64_t groups, const BlockQ8A* const* x
       "vmovups %%ymm7, 96(%[out])\n\t"
       : [w] "+r"(w), [off] "+r"(off)
       : [a0] "r"(xt[0]), [a1] "r"(xt[1]), [a2] "r"(xt[2]), [a3] "r"(xt[3]),
-        [end] "r"(off_end), [out] "r"(&out[0][0]), [mask] "m"(kMask), [ones] "m"(kOnes)
+        [end] "r"(off_end), [out] "r"(out), [mask] "m"(kMask), [ones] "m"(kOnes)
       : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
         "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
@@ -173,7 +173,7 @@ void W4Tile4Asm(const std::byte* block, int64_t groups, const BlockQ8A* const* x
   "vfmadd231ps %%ymm15, %%ymm" #T ", %%ymm" #ACC "\n\t"
 
 void W4Tile6Asm(const std::byte* block, int64_t groups, const BlockQ8A* const* xt,
-                float out[6][kRowInterleave]) {
+                __m256 out[kWideTile]) {
   const std::byte* w = block;
   int64_t off = 0;
   const int64_t off_end = groups * static_cast<int64_t>(sizeof(BlockQ8A));
@@ -209,7 +209,7 @@ void W4Tile6Asm(const std::byte* block, int64_t groups, const BlockQ8A* const* x
       "vmovups %%ymm11, 160(%[out])\n\t"
       : [w] "+r"(w), [off] "+r"(off)
       : [a0] "r"(xt[0]), [a1] "r"(xt[1]), [a2] "r"(xt[2]), [a3] "r"(xt[3]), [a4] "r"(xt[4]),
-        [a5] "r"(xt[5]), [end] "r"(off_end), [out] "r"(&out[0][0]), [mask] "m"(kMask),
+        [a5] "r"(xt[5]), [end] "r"(off_end), [out] "r"(out), [mask] "m"(kMask),
         [ones] "m"(kOnes)
       : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
         "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
@@ -225,53 +225,33 @@ void W4Tile6Asm(const std::byte* block, int64_t groups, const BlockQ8A* const* x
 #undef ARI_W4_V
 #undef ARI_W4_FINISH
 
-void GemmW4A8Tiled(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
-                   int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW4TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n;) {
-      // Token tile: 6 while at least 6 remain, then 4, then the 1-3 token tail.
-      const int64_t left = n - t0;
-      const int nt = left >= kWideTile ? kWideTile : static_cast<int>(Min64(kTokenTile, left));
-      const BlockQ8A* xt[kWideTile];
-      for (int t = 0; t < kWideTile; ++t) xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
-      for (int64_t b = cb; b < ce; ++b) {
-        const std::byte* block = w.data + b * block_bytes;
-        alignas(32) float out[kWideTile][kRowInterleave];
-        if (nt == kWideTile) {
-          W4Tile6Asm(block, groups, xt, out);
-        } else if (nt == kTokenTile) {
-          W4Tile4Asm(block, groups, xt, out);
-        } else {
-          __m256 acc[kTokenTile];
-          switch (nt) {
-            case 3: W4Tile<3>(block, groups, xt, acc); break;
-            case 2: W4Tile<2>(block, groups, xt, acc); break;
-            default: W4Tile<1>(block, groups, xt, acc); break;
-          }
-          for (int t = 0; t < nt; ++t) _mm256_store_ps(out[t], acc[t]);
-        }
-        for (int t = 0; t < nt; ++t) {
-          StoreRows(_mm256_load_ps(out[t]), y + (t0 + t) * ldy, b, r0, r1);
-        }
-      }
-      t0 += nt;
+// The micro-kernel of the driver (gemm_driver.h, row blocks): tiles of 6 tokens while at
+// least 6 remain, then 4 (both assembly), then the 1-3 token tail (intrinsics).
+struct W4BlockTiles : Avx2W4A8Tiles {
+  static constexpr int kTileTokens[] = {kWideTile, kTokenTile};  // tails 1-3
+  using Acc = __m256[kWideTile];
+
+  template <int NT>
+  static void Tile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt, Acc& acc) {
+    if constexpr (NT == kWideTile) {
+      W4Tile6Asm(block, groups, xt, acc);
+    } else if constexpr (NT == kTokenTile) {
+      W4Tile4Asm(block, groups, xt, acc);
+    } else {
+      // Accumulate in registers, not in `acc` (memory the assembly tiles write).
+      __m256 tail[kTokenTile];
+      W4Tile<NT>(block, groups, xt, tail);
+      for (int t = 0; t < NT; ++t) acc[t] = tail[t];
     }
   }
-}
+};
 
 }  // namespace
 
 namespace avx2 {
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
               int64_t ldy, int64_t r0, int64_t r1) {
-  GemmW4A8Tiled(w, x, ldx, n, y, ldy, r0, r1);
+  GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1);
 }
 }  // namespace avx2
 

@@ -1,7 +1,8 @@
 // AVX-512 (F/BW/VL/DQ) + VNNI matmul kernels. Same formats and arithmetic contracts as
 // matmul_avx2.cc: W4A8 is bit-identical to the scalar reference (vpdpbusd gives the exact
 // per-row group dot), W8A16 accumulates in 16 fp32 lanes (a different, tolerance-tested
-// summation order) and its GEMM is bit-identical to N GEMVs.
+// summation order) and its GEMM is bit-identical to N GEMVs. The GEMMs are micro-kernels
+// (W8PairTiles, W4BlockTiles) run by the block/tile loops of gemm_driver.h.
 // Element-wise and attention kernels of this tier are the AVX2 ones (they are not
 // bandwidth critical; on Zen 4 512-bit ops are double-pumped anyway).
 // GCC 12's AVX-512 intrinsic headers use _mm512_undefined_*() as pass-through operands,
@@ -11,16 +12,12 @@
 #endif
 #include <immintrin.h>
 
-
-#include "runtime/kernels/x86/avx2_common.h"
+#include "runtime/kernels/gemm_driver.h"
 #include "runtime/kernels/kernel_tiers.h"
+#include "runtime/kernels/x86/avx2_common.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
-
-constexpr int64_t kChunkWeightBytes = 256 * 1024;
-constexpr int kTokenTile = 4;    // W4A8 GEMM tokens per tile
-constexpr int kW8TokenTile = 4;  // W8A16 GEMM: 2 rows x 2 tokens
 
 inline float Hsum512(__m512 v) {
   const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -65,70 +62,38 @@ void GemvW8A16Avx512(const PackedMatrix& w, const uint16_t* x, float* y, int64_t
   }
 }
 
-// Rows i, i+1 of one row block against NT tokens (same per-(row, token) operations as
-// GemvW8A16Avx512).
-template <int NT>
-void W8PairTile(const std::byte* block, int64_t groups, int i, const uint16_t* const* xt,
-                float out[2][kW8TokenTile]) {
-  __m512 acc0[NT], acc1[NT];
-  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
-  const std::byte* tile = block;
-  for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-    const std::byte* q0 = tile + 16 + 32 * i;
-    const std::byte* q1 = q0 + 32;
-    const __m512 w00 = LoadQ8x16(q0), w01 = LoadQ8x16(q0 + 16);
-    const __m512 w10 = LoadQ8x16(q1), w11 = LoadQ8x16(q1 + 16);
-    const __m512 d0 = ScaleF16(tile + 2 * i);
-    const __m512 d1 = ScaleF16(tile + 2 * i + 2);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      const __m512 xa = LoadF16x16(xt[t] + g * kGroup);
-      const __m512 xb = LoadF16x16(xt[t] + g * kGroup + 16);
-      acc0[t] = _mm512_fmadd_ps(_mm512_fmadd_ps(w01, xb, _mm512_mul_ps(w00, xa)), d0, acc0[t]);
-      acc1[t] = _mm512_fmadd_ps(_mm512_fmadd_ps(w11, xb, _mm512_mul_ps(w10, xa)), d1, acc1[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) {
-    out[0][t] = Hsum512(acc0[t]);
-    out[1][t] = Hsum512(acc1[t]);
-  }
-}
+// W8A16 GEMM micro-kernel (gemm_driver.h, row pairs): rows i, i+1 of one row block
+// against NT tokens, the same per-(row, token) operations as GemvW8A16Avx512.
+struct W8PairTiles : W8A16Tiles {
+  static constexpr int kTileTokens[] = {4};  // 2 rows x 4 tokens, tails 1-3
 
-void GemmW8A16Avx512(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n,
-                     float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW8TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n; t0 += kW8TokenTile) {
-      const int nt = static_cast<int>(Min64(kW8TokenTile, n - t0));
-      const uint16_t* xt[kW8TokenTile];
-      for (int t = 0; t < kW8TokenTile; ++t) xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
-      for (int64_t b = cb; b < ce; ++b) {
-        const std::byte* block = w.data + b * block_bytes;
-        for (int i = 0; i < kRowInterleave; i += 2) {
-          const int64_t row = b * kRowInterleave + i;
-          if (row + 1 < r0 || row >= r1) continue;
-          float out[2][kW8TokenTile];
-          switch (nt) {
-            case 4: W8PairTile<4>(block, groups, i, xt, out); break;
-            case 3: W8PairTile<3>(block, groups, i, xt, out); break;
-            case 2: W8PairTile<2>(block, groups, i, xt, out); break;
-            default: W8PairTile<1>(block, groups, i, xt, out); break;
-          }
-          for (int p = 0; p < 2; ++p) {
-            if (row + p < r0 || row + p >= r1) continue;
-            for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + row + p] = out[p][t];
-          }
-        }
+  template <int NT>
+  static void Tile(const std::byte* block, int64_t groups, int i, const uint16_t* const* xt,
+                   float out[2][kTileTokens[0]]) {
+    __m512 acc0[NT], acc1[NT];
+    for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+    const std::byte* tile = block;
+    for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
+      const std::byte* q0 = tile + 16 + 32 * i;
+      const std::byte* q1 = q0 + 32;
+      const __m512 w00 = LoadQ8x16(q0), w01 = LoadQ8x16(q0 + 16);
+      const __m512 w10 = LoadQ8x16(q1), w11 = LoadQ8x16(q1 + 16);
+      const __m512 d0 = ScaleF16(tile + 2 * i);
+      const __m512 d1 = ScaleF16(tile + 2 * i + 2);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        const __m512 xa = LoadF16x16(xt[t] + g * kGroup);
+        const __m512 xb = LoadF16x16(xt[t] + g * kGroup + 16);
+        acc0[t] = _mm512_fmadd_ps(_mm512_fmadd_ps(w01, xb, _mm512_mul_ps(w00, xa)), d0, acc0[t]);
+        acc1[t] = _mm512_fmadd_ps(_mm512_fmadd_ps(w11, xb, _mm512_mul_ps(w10, xa)), d1, acc1[t]);
       }
     }
+    for (int t = 0; t < NT; ++t) {
+      out[0][t] = Hsum512(acc0[t]);
+      out[1][t] = Hsum512(acc1[t]);
+    }
   }
-}
+};
 
 // ---------------------------------------------------------------- W4A8
 
@@ -185,59 +150,36 @@ void GemvW4A8Avx512(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t 
   }
 }
 
-template <int NT>
-void W4BlockTile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt,
-                 __m256 acc[kTokenTile]) {
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  const std::byte* tile = block;
-  for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
-    __m512i lo[2], hi[2];
-    UnpackW4(tile + 16, lo, hi);
-    const __m256 dw = LoadScales(tile);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8A& a = xt[t][g];
-      acc[t] = W4Accumulate(DotW4(lo, hi, a), a, dw, acc[t]);
-    }
-  }
-}
+// W4A8 GEMM micro-kernel (gemm_driver.h, row blocks): one row block (8 rows) against NT
+// tokens over all groups, acc[t] = the 8 row outputs of token t.
+struct W4BlockTiles : Avx2W4A8Tiles {
+  static constexpr int kTileTokens[] = {4};  // tails 1-3
+  using Acc = __m256[4];
 
-void GemmW4A8Avx512(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n,
-                    float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW4TileBytes;
-  const int64_t b0 = r0 / kRowInterleave;
-  const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kChunkWeightBytes / block_bytes);
-  for (int64_t cb = b0; cb < b1; cb += chunk) {
-    const int64_t ce = Min64(b1, cb + chunk);
-    for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-      const int nt = static_cast<int>(Min64(kTokenTile, n - t0));
-      const BlockQ8A* xt[kTokenTile];
-      for (int t = 0; t < kTokenTile; ++t) xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
-      for (int64_t b = cb; b < ce; ++b) {
-        const std::byte* block = w.data + b * block_bytes;
-        __m256 acc[kTokenTile];
-        switch (nt) {
-          case 4: W4BlockTile<4>(block, groups, xt, acc); break;
-          case 3: W4BlockTile<3>(block, groups, xt, acc); break;
-          case 2: W4BlockTile<2>(block, groups, xt, acc); break;
-          default: W4BlockTile<1>(block, groups, xt, acc); break;
-        }
-        for (int t = 0; t < nt; ++t) StoreRows(acc[t], y + (t0 + t) * ldy, b, r0, r1);
+  template <int NT>
+  static void Tile(const std::byte* block, int64_t groups, const BlockQ8A* const* xt, Acc& acc) {
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const std::byte* tile = block;
+    for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
+      __m512i lo[2], hi[2];
+      UnpackW4(tile + 16, lo, hi);
+      const __m256 dw = LoadScales(tile);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        const BlockQ8A& a = xt[t][g];
+        acc[t] = W4Accumulate(DotW4(lo, hi, a), a, dw, acc[t]);
       }
     }
   }
-}
+};
 
 }  // namespace
 
 namespace avx512 {
 void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) { GemvW8A16Avx512(w, x, y, r0, r1); }
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmW8A16Avx512(w, x, ldx, n, y, ldy, r0, r1); }
+void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowPairTiles<W8PairTiles>(w, x, ldx, n, y, ldy, r0, r1); }
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) { GemvW4A8Avx512(w, x, y, r0, r1); }
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmW4A8Avx512(w, x, ldx, n, y, ldy, r0, r1); }
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1); }
 }  // namespace avx512
 
 }  // namespace ari::runtime::kernels::internal
