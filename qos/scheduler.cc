@@ -166,8 +166,19 @@ void Scheduler::Deliver() {
   deliver_.clear();
 }
 
+// What the step thread took from the picked request under the lock, to run its chunk
+// without the lock.
+struct Scheduler::ChunkPlan {
+  int32_t slot = -1;
+  bool start = false;      // the request starts its turn with this chunk
+  int32_t max_tokens = 0;  // of the turn (capped by the memory ladder)
+  Knobs knobs;             // the decision's, degraded to W4A8 for a degraded request
+  runtime::ChunkKnobs engine_knobs;
+  runtime::ChunkRunner* engine = nullptr;
+  bool on_fallback = false;
+};
+
 StepResult Scheduler::Step() {
-  StepResult res;
   std::unique_lock lk(mu_);
   stepping_ = true;
   int64_t now = clock_.NowNs();
@@ -175,8 +186,56 @@ StepResult Scheduler::Step() {
   lk.unlock();
   Deliver();
 
-  // Inputs: temperature and memory (outside the lock: sources may do I/O).
   GovernorInputs in;
+  ReadInputs(now, in);
+
+  lk.lock();
+  now = clock_.NowNs();
+  int slot = -1;
+  bool keep_context = false;
+  Live* r = Pick(now, &slot, &keep_context);
+  in.queue_depths = queue_.Depths();
+  if (r) in.active = r->req.urgency;
+  in.now_ns = now;
+  GovernorOutput out = Decide(policy_, gov_state_, in);
+  gov_state_ = out.state;
+  const Decision& d = out.decision;
+  const bool changed = NoteDecision(d);
+
+  if (!r) {
+    StepResult res;
+    res.next_step_ns = MemoryPoll(now, NextStep(now));
+    res.idle = live_.empty();
+    lk.unlock();
+    if (changed) sink_.OnDecision(d, now);
+    EndStep();
+    return res;
+  }
+  const ChunkPlan plan = ClaimChunk(*r, slot, d);
+  lk.unlock();
+  if (changed) sink_.OnDecision(d, now);
+
+  // The engine runs without the lock: Submit/Cancel stay responsive.
+  runtime::Result<runtime::ChunkResult> cr = RunPlannedChunk(*r, plan, keep_context);
+  const int64_t end = clock_.NowNs();
+  const StepInfo info = ReportChunk(*r, plan, now, cr);
+
+  lk.lock();
+  AccountChunk(*r, cr, now, end);  // may end the request: r is not used after this
+  Pace(plan.knobs, info.urgency, end);
+  StepResult res;
+  res.ran = true;
+  res.info = info;
+  res.next_step_ns = MemoryPoll(end, NextStep(end));
+  res.idle = live_.empty();
+  lk.unlock();
+  Deliver();
+  EndStep();
+  return res;
+}
+
+void Scheduler::ReadInputs(int64_t now, GovernorInputs& in) {
+  // Inputs: temperature and memory (outside the lock: sources may do I/O).
   if (opt_.temperature) {
     opt_.temperature->ReadInto(reading_);
   } else {
@@ -196,86 +255,77 @@ StepResult Scheduler::Step() {
     in.now_ns = clock_.NowNs();
     UpdateFallback(Decide(policy_, gov_state_, in).decision);
   }
+}
 
-  lk.lock();
-  now = clock_.NowNs();
-  int slot = -1;
-  bool keep_context = false;
-  Live* r = Pick(now, &slot, &keep_context);
-  in.queue_depths = queue_.Depths();
-  if (r) in.active = r->req.urgency;
-  in.now_ns = now;
-  GovernorOutput out = Decide(policy_, gov_state_, in);
-  gov_state_ = out.state;
-  const Decision& d = out.decision;
+bool Scheduler::NoteDecision(const Decision& d) {
   const bool changed =
       !decision_emitted_ || d.knobs != last_decision_.knobs || d.urgency != last_decision_.urgency ||
       d.idle != last_decision_.idle || d.thermal_band != last_decision_.thermal_band ||
       d.memory_band != last_decision_.memory_band || d.conservative != last_decision_.conservative;
   last_decision_ = d;
   decision_emitted_ = true;
+  return changed;
+}
 
-  if (!r) {
-    res.next_step_ns = MemoryPoll(now, NextStep(now));
-    res.idle = live_.empty();
-    lk.unlock();
-    if (changed) sink_.OnDecision(d, now);
-    EndStep();
-    return res;
-  }
-
+Scheduler::ChunkPlan Scheduler::ClaimChunk(Live& r, int slot, const Decision& d) {
   // Claim the slot under the lock; the request is no longer queued.
-  const bool start = !r->started;
-  int32_t max_tokens = r->req.max_tokens;
-  if (start) {
-    queue_.Cancel(r->req.id);
-    r->started = true;
-    r->slot = slot;
-    r->on_fallback = fallback_route_;
-    Slot& s = SlotsOf(r->on_fallback)[static_cast<size_t>(slot)];
-    s.running = r->req.id;
-    s.session = r->req.session_id;
+  ChunkPlan plan;
+  plan.slot = slot;
+  plan.start = !r.started;
+  plan.max_tokens = r.req.max_tokens;
+  if (plan.start) {
+    queue_.Cancel(r.req.id);
+    r.started = true;
+    r.slot = slot;
+    r.on_fallback = fallback_route_;
+    Slot& s = SlotsOf(r.on_fallback)[static_cast<size_t>(slot)];
+    s.running = r.req.id;
+    s.session = r.req.session_id;
     if (s.session != 0) {  // the conversation now lives on this engine only
-      for (Slot& o : SlotsOf(!r->on_fallback)) {
+      for (Slot& o : SlotsOf(!r.on_fallback)) {
         if (o.session == s.session) o.session = 0;
       }
     }
     if (d.memory.output_cap > 0) {
-      max_tokens = std::min<int32_t>(max_tokens, static_cast<int32_t>(d.memory.output_cap));
+      plan.max_tokens =
+          std::min<int32_t>(plan.max_tokens, static_cast<int32_t>(d.memory.output_cap));
     }
   }
-  Knobs knobs = d.knobs;
-  if (r->degraded) knobs.precision = WeightPrecision::kW4A8;
-  runtime::ChunkKnobs ck =
-      MapKnobs(knobs, d.memory, topology_, opt_.base_kv, opt_.max_prefill_chunk);
-  runtime::ChunkRunner& engine =
-      r->on_fallback ? static_cast<runtime::ChunkRunner&>(*fallback_engine_) : engine_;
-  const bool on_fallback = r->on_fallback;
-  lk.unlock();
-  if (changed) sink_.OnDecision(d, now);
+  plan.knobs = d.knobs;
+  if (r.degraded) plan.knobs.precision = WeightPrecision::kW4A8;
+  plan.engine_knobs =
+      MapKnobs(plan.knobs, d.memory, topology_, opt_.base_kv, opt_.max_prefill_chunk);
+  plan.engine = r.on_fallback ? fallback_engine_ : &engine_;
+  plan.on_fallback = r.on_fallback;
+  return plan;
+}
 
-  // The engine runs without the lock: Submit/Cancel stay responsive.
+runtime::Result<runtime::ChunkResult> Scheduler::RunPlannedChunk(const Live& r,
+                                                                 const ChunkPlan& plan,
+                                                                 bool keep_context) {
+  runtime::ChunkRunner& engine = *plan.engine;
   runtime::Result<void> started{};
-  if (start) {
+  if (plan.start) {
     runtime::TurnSpec turn;
-    turn.prompt = r->req.prompt;
-    turn.sampling = r->req.sampling;
-    turn.max_tokens = max_tokens;
+    turn.prompt = r.req.prompt;
+    turn.sampling = r.req.sampling;
+    turn.max_tokens = plan.max_tokens;
     turn.keep_context = keep_context;
-    started = engine.StartTurn(slot, turn);
+    started = engine.StartTurn(plan.slot, turn);
   }
-  runtime::Result<runtime::ChunkResult> cr =
-      started ? engine.RunChunk(slot, ck)
-              : runtime::Result<runtime::ChunkResult>(std::unexpected(started.error()));
-  const int64_t end = clock_.NowNs();
+  return started ? engine.RunChunk(plan.slot, plan.engine_knobs)
+                 : runtime::Result<runtime::ChunkResult>(std::unexpected(started.error()));
+}
 
+StepInfo Scheduler::ReportChunk(Live& r, const ChunkPlan& plan, int64_t start_ns,
+                                const runtime::Result<runtime::ChunkResult>& cr) {
   StepInfo info;
-  info.id = r->req.id;
-  info.urgency = r->req.urgency;
-  info.slot = slot;
-  info.start_ns = now;
-  info.knobs = ck;
-  info.fallback = on_fallback;
+  info.id = r.req.id;
+  info.urgency = r.req.urgency;
+  info.slot = plan.slot;
+  info.start_ns = start_ns;
+  info.knobs = plan.engine_knobs;
+  info.fallback = plan.on_fallback;
   if (cr) {
     info.phase = cr->phase;
     info.prompt_tokens = cr->prompt_tokens;
@@ -285,8 +335,8 @@ StepResult Scheduler::Step() {
     info.finished = cr->finished;
     if (!cr->tokens.empty()) {
       ChunkEvent ev;
-      ev.id = r->req.id;
-      ev.seq = r->chunk_seq++;
+      ev.id = r.req.id;
+      ev.seq = r.chunk_seq++;
       ev.text = cr->text;
       ev.tokens = cr->tokens;
       ev.compute_ns = cr->compute_ns;
@@ -295,40 +345,38 @@ StepResult Scheduler::Step() {
     }
   }
   sink_.OnStep(info);
+  return info;
+}
 
-  lk.lock();
-  if (r->first_chunk_ns < 0) r->first_chunk_ns = now;
-  r->waiting_since_ns = end;
+void Scheduler::AccountChunk(Live& r, const runtime::Result<runtime::ChunkResult>& cr,
+                             int64_t start_ns, int64_t end_ns) {
+  if (r.first_chunk_ns < 0) r.first_chunk_ns = start_ns;
+  r.waiting_since_ns = end_ns;
   if (!cr) {
-    Finish(r->req.id, TerminalStatus::kFailed, cr.error().message);
-  } else {
-    if (!cr->tokens.empty() && r->first_token_ns < 0) r->first_token_ns = end;
-    r->generated += static_cast<int32_t>(cr->tokens.size());
-    const bool capped = last_decision_.memory.output_cap > 0 &&
-                        r->generated >= static_cast<int32_t>(last_decision_.memory.output_cap);
-    if (cr->finished) {
-      Finish(r->req.id, TerminalStatus::kDone,
-             r->deadline_missed ? "finished degraded after its deadline"
-                                : StopText(cr->stop_reason));
-    } else if (capped) {
-      Finish(r->req.id, TerminalStatus::kDone, "output capped (memory)");
-    }
+    Finish(r.req.id, TerminalStatus::kFailed, cr.error().message);
+    return;
   }
+  if (!cr->tokens.empty() && r.first_token_ns < 0) r.first_token_ns = end_ns;
+  r.generated += static_cast<int32_t>(cr->tokens.size());
+  const bool capped = last_decision_.memory.output_cap > 0 &&
+                      r.generated >= static_cast<int32_t>(last_decision_.memory.output_cap);
+  if (cr->finished) {
+    Finish(r.req.id, TerminalStatus::kDone,
+           r.deadline_missed ? "finished degraded after its deadline"
+                             : StopText(cr->stop_reason));
+  } else if (capped) {
+    Finish(r.req.id, TerminalStatus::kDone, "output capped (memory)");
+  }
+}
+
+void Scheduler::Pace(const Knobs& knobs, Urgency urgency, int64_t end_ns) {
   // Pacing: this class and less urgent ones wait; more urgent ones may run.
   if (knobs.pause_ms > 0) {
-    const int64_t until = end + int64_t{knobs.pause_ms} * thermal::kNsPerMs;
-    for (int k = Rank(info.urgency); k < kNumUrgencies; ++k) {
+    const int64_t until = end_ns + int64_t{knobs.pause_ms} * thermal::kNsPerMs;
+    for (int k = Rank(urgency); k < kNumUrgencies; ++k) {
       not_before_[k] = std::max(not_before_[k], until);
     }
   }
-  res.ran = true;
-  res.info = info;
-  res.next_step_ns = MemoryPoll(end, NextStep(end));
-  res.idle = live_.empty();
-  lk.unlock();
-  Deliver();
-  EndStep();
-  return res;
 }
 
 void Scheduler::EndStep() {

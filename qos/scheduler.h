@@ -244,6 +244,7 @@ class Scheduler {
 
  private:
   struct Live;
+  struct ChunkPlan;  // scheduler.cc
   struct Slot {
     uint64_t session = 0;  // 0 = no conversation kept
     uint64_t running = 0;  // request id with a turn in progress, 0 = none
@@ -283,6 +284,25 @@ class Scheduler {
   void EndStep();
   // Routes new requests per the memory actions; maps/unmaps the fallback engine.
   void UpdateFallback(const Decision& preview);
+
+  // The steps of Step(), in order. Without mu_ held: the temperature and memory readings
+  // (and the fallback routing they imply) into `in`.
+  void ReadInputs(int64_t now, GovernorInputs& in);
+  // With mu_ held: records the decision; true when it differs from the last one emitted.
+  bool NoteDecision(const Decision& d);
+  // With mu_ held: claims the picked request's slot, maps the knobs of its chunk.
+  ChunkPlan ClaimChunk(Live& r, int slot, const Decision& d);
+  // Without mu_ held: starts the turn if the plan says so, runs one chunk.
+  runtime::Result<runtime::ChunkResult> RunPlannedChunk(const Live& r, const ChunkPlan& plan,
+                                                        bool keep_context);
+  // Without mu_ held: the sink's OnChunk (tokens came out) and OnStep.
+  StepInfo ReportChunk(Live& r, const ChunkPlan& plan, int64_t start_ns,
+                       const runtime::Result<runtime::ChunkResult>& cr);
+  // With mu_ held: the request's times and counts; finishes it when the chunk ended it.
+  void AccountChunk(Live& r, const runtime::Result<runtime::ChunkResult>& cr, int64_t start_ns,
+                    int64_t end_ns);
+  // With mu_ held: pause_ms holds this class and less urgent ones until end_ns + pause.
+  void Pace(const Knobs& knobs, Urgency urgency, int64_t end_ns);
 
   SchedulerOptions opt_;
   thermal::CpuTopology topology_;

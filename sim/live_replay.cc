@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "component/client/client.h"
+#include "sim/live_summary.h"
 
 namespace ari::sim {
 namespace {
@@ -70,23 +71,8 @@ struct EnvState {
   uint32_t seq = 0;
 };
 
-std::string_view DecisionClass(std::string_view d) {
-  const size_t colon = d.find(':');
-  return colon == std::string_view::npos ? std::string_view() : d.substr(0, colon);
-}
-std::string_view DecisionKnobs(std::string_view d) {
-  const size_t colon = d.find(": ");
-  return colon == std::string_view::npos ? d : d.substr(colon + 2);
-}
-int DropLevel(std::string_view d) {
-  const size_t at = d.find("drop ");
-  if (at == std::string_view::npos) return -1;
-  int v = 0;
-  size_t i = at + 5;
-  if (i >= d.size() || d[i] < '0' || d[i] > '9') return -1;
-  while (i < d.size() && d[i] >= '0' && d[i] <= '9') v = v * 10 + (d[i++] - '0');
-  return v;
-}
+using live::DecisionClass;
+using live::DecisionKnobs;
 
 }  // namespace
 
@@ -114,331 +100,379 @@ int BandFromReason(const qos::Policy& policy, std::string_view reason) {
   return policy.ThermalBandIndex(rest.substr(0, end));
 }
 
+namespace {
+
+// One live replay: the connections, the environment in force, the timeline and the
+// requests in flight. The steps run in the order of ReplayLive().
+class LiveRun {
+ public:
+  LiveRun(const dl::DriveLog& log, const LiveReplayOptions& o);
+
+  // One client per log client name, the environment writer, a node that answers.
+  Result<void> Connect();
+  void StartReport();
+  // Publishes the log's events at their (scaled) times.
+  void PlayEvents();
+  // Keeps the environment fresh and the timeline going until every answer ended.
+  void Drain();
+  // Per request, from the chunks; the summary.
+  ReplayReport Finish();
+
+ private:
+  SteadyTime WallAt(uint64_t t_ms) const {
+    return start_ + std::chrono::duration_cast<steady_clock::duration>(
+                        std::chrono::duration<double>(static_cast<double>(t_ms) * 1e-3 /
+                                                      o_.time_scale));
+  }
+  double LogS(SteadyTime t) const { return Secs(t - start_) * o_.time_scale; }
+  static std::unexpected<Error> Fail(const std::string& what, const component::Error& e) {
+    return MakeError(ErrorCode::kIo, "live replay: " + what + ": " + e.ToString());
+  }
+
+  Result<void> ConnectClients();
+  Result<void> OpenEnvironmentWriter();
+  void PublishEnv(SteadyTime now);
+  void TakeSample(SteadyTime now);
+  void NoteStatus(const ari_NodeStatus& st, Sample& sm);
+  void Periodic(SteadyTime now) {
+    if (now >= next_env_) PublishEnv(now);
+    if (now >= next_sample_) TakeSample(now);
+  }
+  void WaitUntil(SteadyTime t, bool until_all_done) {
+    std::unique_lock<std::mutex> l(shared_.mutex);
+    shared_.cv.wait_until(l, t, [&] { return until_all_done && shared_.running == 0; });
+  }
+  bool ApplyEnvironment(const dl::Event& e, SteadyTime now);  // false: not an environment event
+  void StartRequest(const dl::Event& e);
+  void CollectAnswer(LiveRequest* raw, component::Client& client, component::Stream s);
+
+  const dl::DriveLog& log_;
+  const LiveReplayOptions& o_;
+  const qos::Policy& policy_;
+  std::shared_ptr<dds::Domain> domain_;
+  std::map<std::string, std::unique_ptr<component::Client>> clients_;
+  // The environment writer (own participant).
+  std::optional<dds::Participant> env_pp_;
+  dds::Topic env_topic_;
+  dds::Writer env_writer_;
+  component::Client* status_client_ = nullptr;
+
+  ReplayReport report_;
+  EnvState env_;
+  SteadyTime start_{};
+  uint64_t end_ms_ = 0;
+  SteadyTime drain_until_{};
+  std::chrono::milliseconds env_period_{};
+  steady_clock::duration sample_period_{};
+  SteadyTime next_env_{}, next_sample_{};
+  std::string last_decision_, last_reason_;
+  int last_band_ = 0;
+
+  Shared shared_;
+  std::vector<std::unique_ptr<LiveRequest>> live_;
+};
+
+LiveRun::LiveRun(const dl::DriveLog& log, const LiveReplayOptions& o)
+    : log_(log), o_(o), policy_(*o.policy) {}
+
+Result<void> LiveRun::Connect() {
+  auto domain = dds::Domain::Create(o_.domain);
+  if (!domain) return Fail("DDS domain", domain.error());
+  domain_ = std::move(*domain);
+  if (auto r = ConnectClients(); !r) return r;
+  if (auto r = OpenEnvironmentWriter(); !r) return r;
+  // A node must be there; its status is the timeline's source.
+  if (clients_.empty()) {  // no requests: still watch the node through one client
+    component::ClientOptions co;
+    co.client_id = "ari-sim";
+    auto c = component::Client::Connect(domain_, co);
+    if (!c) return Fail("client", c.error());
+    clients_["ari-sim"] = std::move(*c);
+  }
+  for (auto& [id, c] : clients_) {
+    if (auto s = c->WaitForNode(o_.node_timeout); !s) return Fail("waiting for ari-node", s.error());
+  }
+  status_client_ = clients_.begin()->second.get();
+  return {};
+}
+
+Result<void> LiveRun::ConnectClients() {
+  // One client per log client name.
+  for (const dl::Event& e : log_.event()) {
+    if (!e.has_request()) continue;
+    const std::string id = ClientId(e.request().client());
+    if (clients_.count(id)) continue;
+    component::ClientOptions co;
+    co.client_id = id;
+    co.node_timeout = o_.node_timeout;
+    auto c = component::Client::Connect(domain_, co);
+    if (!c) return Fail("client " + id, c.error());
+    clients_[id] = std::move(*c);
+  }
+  return {};
+}
+
+Result<void> LiveRun::OpenEnvironmentWriter() {
+  if (!o_.send_environment) return {};
+  auto pp = dds::Participant::Create(domain_);
+  if (!pp) return Fail("participant", pp.error());
+  env_pp_.emplace(std::move(*pp));
+  auto t = dds::Topic::Create(*env_pp_, dds::TopicKind::kSimEnvironment);
+  if (!t) return Fail("environment topic", t.error());
+  env_topic_ = std::move(*t);
+  auto w = dds::Writer::Create(*env_pp_, env_topic_);
+  if (!w) return Fail("environment writer", w.error());
+  env_writer_ = std::move(*w);
+  return {};
+}
+
+void LiveRun::StartReport() {
+  report_.mode = "live";
+  report_.time_scale = o_.time_scale;
+  report_.scenario = log_.header().scenario();
+  report_.policy_name = policy_.name;
+  report_.cost_source = "measured (live)";
+  for (const auto& b : policy_.thermal_bands) {
+    report_.band_names.push_back(b.name);
+    report_.band_enter_c.push_back(b.enter_c);
+  }
+  ReplaySummary& sum = report_.summary;
+  sum.band_time_s.assign(policy_.thermal_bands.size(), 0.0);
+  sum.drop_busy_s.assign(1, 0.0);
+  sum.drop_tokens.assign(1, 0);
+
+  env_.ambient = static_cast<float>(log_.header().ambient_celsius());
+  start_ = steady_clock::now();
+  const auto& events = log_.event();
+  end_ms_ = log_.header().duration_ms();
+  if (!events.empty()) end_ms_ = std::max<uint64_t>(end_ms_, events[events.size() - 1].t_ms());
+  drain_until_ = WallAt(end_ms_) + o_.drain_timeout;
+  env_period_ = std::chrono::milliseconds(std::max<int64_t>(10, o_.env_period_ms));
+  sample_period_ = std::chrono::duration_cast<steady_clock::duration>(std::chrono::duration<double>(
+      std::max<int64_t>(10, o_.sample_period_ms) * 1e-3 / o_.time_scale));
+  next_env_ = start_;
+  next_sample_ = start_;
+}
+
+void LiveRun::PublishEnv(SteadyTime now) {
+  if (!o_.send_environment) return;
+  ari_SimEnvironment s{};
+  dds::CopyFixed(o_.source_id, s.source_id);
+  s.seq = ++env_.seq;
+  s.log_time_ms = static_cast<uint64_t>(std::max(0.0, LogS(now) * 1e3));
+  s.soc_temperature_c = env_.soc;
+  s.ambient_c = env_.ambient;
+  s.memory_available_bytes = env_.memory;
+  std::copy(std::begin(env_.caps), std::end(env_.caps), s.cpu_freq_cap_khz);
+  if (auto r = env_writer_.Write(&s); !r && o_.progress) {
+    o_.progress("environment write: " + r.error().ToString());
+  }
+  next_env_ = now + env_period_;
+}
+
+void LiveRun::TakeSample(SteadyTime now) {
+  const component::NodeView view = status_client_->Node();
+  Sample sm;
+  sm.t_s = LogS(now);
+  sm.ambient_c = std::isnan(env_.ambient) ? 0.0 : env_.ambient;
+  sm.die_c = std::isnan(env_.soc) ? sm.ambient_c : env_.soc;
+  if (view.status) NoteStatus(*view.status, sm);
+  sm.band = last_band_;
+  ReplaySummary& sum = report_.summary;
+  const double period_s = std::max<int64_t>(10, o_.sample_period_ms) * 1e-3;
+  if (!report_.samples.empty()) {
+    sum.band_time_s[static_cast<size_t>(report_.samples.back().band)] += period_s;
+    sum.busy_s += report_.samples.back().busy * period_s;
+  }
+  if (report_.samples.empty() || sm.die_c > sum.peak_die_c) {
+    sum.peak_die_c = sm.die_c;
+    sum.peak_t_s = sm.t_s;
+  }
+  report_.samples.push_back(sm);
+  next_sample_ += sample_period_;
+  if (next_sample_ <= now) next_sample_ = now + sample_period_;
+}
+
+// The node's status into the sample; a changed decision or reason into the timeline.
+void LiveRun::NoteStatus(const ari_NodeStatus& st, Sample& sm) {
+  if (std::isfinite(st.temperature_c)) sm.die_c = st.temperature_c;
+  const std::string decision(dds::FixedView(st.decision)), reason(dds::FixedView(st.reason));
+  if (int b = BandFromReason(policy_, reason); b >= 0) last_band_ = b;
+  bool busy = st.sessions_in_use > 0;
+  for (uint32_t q : st.queue_depth) busy = busy || q > 0;
+  sm.busy = busy ? 1 : 0;
+  if (decision != last_decision_ || reason != last_reason_) {
+    DecisionRecord d;
+    d.t_s = sm.t_s;
+    d.idle = decision == "idle";
+    d.urgency = std::string(DecisionClass(decision));
+    d.band = last_band_;
+    d.conservative = reason.find("CONSERVATIVE") != std::string::npos;
+    d.knobs = std::string(DecisionKnobs(decision));
+    d.reason = reason;
+    report_.decisions.push_back(std::move(d));
+    last_decision_ = decision;
+    last_reason_ = reason;
+  }
+}
+
+void LiveRun::PlayEvents() {
+  const auto& events = log_.event();
+  int next_event = 0;
+  while (next_event < events.size()) {
+    const dl::Event& e = events[next_event];
+    const SteadyTime due = WallAt(e.t_ms());
+    SteadyTime now = steady_clock::now();
+    Periodic(now);
+    if (now < due) {
+      WaitUntil(std::min({due, next_env_, next_sample_}), false);
+      continue;
+    }
+    ++next_event;
+    if (!ApplyEnvironment(e, now) && e.has_request()) StartRequest(e);
+  }
+}
+
+bool LiveRun::ApplyEnvironment(const dl::Event& e, SteadyTime now) {
+  if (e.has_soc_temperature()) {
+    env_.soc = static_cast<float>(e.soc_temperature().celsius());
+    PublishEnv(now);
+  } else if (e.has_ambient_temperature()) {
+    env_.ambient = static_cast<float>(e.ambient_temperature().celsius());
+    PublishEnv(now);
+  } else if (e.has_memory_available()) {
+    env_.memory = e.memory_available().bytes();
+    PublishEnv(now);
+  } else if (e.has_cpu_frequency_cap()) {
+    std::fill(std::begin(env_.caps), std::end(env_.caps), 0u);
+    for (const auto& c : e.cpu_frequency_cap().clusters()) {
+      if (c.cluster() < static_cast<uint32_t>(ari_kMaxFreqClusters)) env_.caps[c.cluster()] = c.max_khz();
+    }
+    PublishEnv(now);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void LiveRun::StartRequest(const dl::Event& e) {
+  const dl::Request& q = e.request();
+  const qos::Urgency u = LogUrgency(q);
+  RequestReport r;
+  r.id = q.request_id();
+  r.urgency = std::string(qos::UrgencyName(u));
+  r.client = q.client();
+  r.category = dl::PromptCategory_Name(q.category());
+  r.arrival_s = static_cast<double>(e.t_ms()) * 1e-3;
+  r.max_tokens = static_cast<int>(q.max_tokens());
+  if (o_.prompt_tokens) r.prompt_tokens = o_.prompt_tokens(q.prompt());
+  const uint32_t dms = q.deadline_ms() ? q.deadline_ms() : policy_.Class(u).default_deadline_ms;
+  r.deadline_s = dms * 1e-3;
+  auto lr = std::make_unique<LiveRequest>();
+  lr->index = report_.requests.size();
+  report_.requests.push_back(std::move(r));
+  component::AskParams ask;
+  ask.prompt = q.prompt();
+  ask.urgency = WireUrgency(u);
+  ask.max_tokens = q.max_tokens();
+  ask.deadline_ms = q.deadline_ms();
+  ask.session_id = q.session_id();
+  component::Client& client = *clients_.at(ClientId(q.client()));
+  lr->published = steady_clock::now();
+  auto stream = client.Ask(ask);
+  if (!stream) {
+    lr->wire_error = stream.error().ToString();
+  } else {
+    {
+      std::lock_guard<std::mutex> l(shared_.mutex);
+      ++shared_.running;
+    }
+    LiveRequest* raw = lr.get();
+    lr->thread = std::thread([this, raw, &client, s = std::move(*stream)]() mutable {
+      CollectAnswer(raw, client, std::move(s));
+    });
+  }
+  live_.push_back(std::move(lr));
+}
+
+// The collector thread of one request: every chunk of its stream until the terminal or
+// the end of the drain.
+void LiveRun::CollectAnswer(LiveRequest* raw, component::Client& client, component::Stream s) {
+  const qos::Policy& policy = policy_;
+  auto res = s.Wait(
+      [&](const ari_TokenChunk& c) {
+        ChunkRecord cr;
+        cr.t_s = Secs(steady_clock::now() - raw->published);
+        cr.seq = c.sequence_number;
+        cr.tokens = static_cast<int>(std::min<uint32_t>(c.n_tokens, ari_kChunkMaxTokens));
+        cr.terminal = c.terminal;
+        cr.status = WireStatusName(dds::RawEnum(c.status));
+        cr.decision = std::string(dds::FixedView(c.decision));
+        if (const auto v = client.Node(); v.status) {
+          cr.band = BandFromReason(policy, dds::FixedView(v.status->reason));
+        }
+        cr.node_queue_wait_s = c.timing.queue_wait_us * 1e-6;
+        cr.node_ttft_s = c.timing.time_to_first_token_us * 1e-6;
+        cr.node_tokens_per_s = std::isfinite(c.timing.tokens_per_s) ? c.timing.tokens_per_s : 0;
+        cr.node_tokens_generated = static_cast<int>(c.timing.tokens_generated);
+        if (c.terminal) raw->message = std::string(dds::FixedView(c.message));
+        raw->chunks.push_back(std::move(cr));
+      },
+      std::max(dds::Duration::zero(),
+               std::chrono::duration_cast<dds::Duration>(drain_until_ - steady_clock::now())));
+  const bool terminal = !raw->chunks.empty() && raw->chunks.back().terminal;
+  if (!res && !terminal) raw->wire_error = res.error().ToString();
+  std::lock_guard<std::mutex> l(shared_.mutex);
+  --shared_.running;
+  shared_.cv.notify_all();
+}
+
+void LiveRun::Drain() {
+  for (;;) {
+    SteadyTime now = steady_clock::now();
+    Periodic(now);
+    {
+      std::lock_guard<std::mutex> l(shared_.mutex);
+      if (shared_.running == 0 && now >= WallAt(end_ms_)) break;
+    }
+    if (now >= drain_until_ + std::chrono::seconds(1)) break;
+    WaitUntil(std::min({next_env_, next_sample_, std::max(now, WallAt(end_ms_))}),
+              now >= WallAt(end_ms_));
+  }
+  TakeSample(steady_clock::now());
+  for (auto& lr : live_) {
+    if (lr->thread.joinable()) lr->thread.join();
+  }
+  report_.summary.duration_s = LogS(steady_clock::now());
+}
+
+ReplayReport LiveRun::Finish() {
+  ReplaySummary& sum = report_.summary;
+  live::TokenTotals totals;
+  for (auto& lr : live_) {
+    RequestReport& r = report_.requests[lr->index];
+    r.chunk_log = std::move(lr->chunks);
+    live::SummarizeRequest(o_.time_scale, lr->message, lr->wire_error, r, sum, totals);
+  }
+  live::SummarizeQuality(totals, sum);
+  report_.classes = SummarizeClasses(report_.requests);
+  sum.wall_s = Secs(steady_clock::now() - start_);
+  return std::move(report_);
+}
+
+}  // namespace
+
 Result<ReplayReport> ReplayLive(const dl::DriveLog& log, const LiveReplayOptions& o) {
   if (o.policy == nullptr) return MakeError(ErrorCode::kInvalidArgument, "live replay: no policy");
   if (!(o.time_scale > 0) || !std::isfinite(o.time_scale)) {
     return MakeError(ErrorCode::kInvalidArgument, "live replay: --time-scale must be > 0");
   }
-  const qos::Policy& policy = *o.policy;
-  auto fail = [](const std::string& what, const component::Error& e) {
-    return MakeError(ErrorCode::kIo, "live replay: " + what + ": " + e.ToString());
-  };
-  auto domain = dds::Domain::Create(o.domain);
-  if (!domain) return fail("DDS domain", domain.error());
-
-  // One client per log client name.
-  std::map<std::string, std::unique_ptr<component::Client>> clients;
-  for (const dl::Event& e : log.event()) {
-    if (!e.has_request()) continue;
-    const std::string id = ClientId(e.request().client());
-    if (clients.count(id)) continue;
-    component::ClientOptions co;
-    co.client_id = id;
-    co.node_timeout = o.node_timeout;
-    auto c = component::Client::Connect(*domain, co);
-    if (!c) return fail("client " + id, c.error());
-    clients[id] = std::move(*c);
-  }
-  // The environment writer (own participant).
-  std::optional<dds::Participant> env_pp;
-  dds::Topic env_topic;
-  dds::Writer env_writer;
-  if (o.send_environment) {
-    auto pp = dds::Participant::Create(*domain);
-    if (!pp) return fail("participant", pp.error());
-    env_pp.emplace(std::move(*pp));
-    auto t = dds::Topic::Create(*env_pp, dds::TopicKind::kSimEnvironment);
-    if (!t) return fail("environment topic", t.error());
-    env_topic = std::move(*t);
-    auto w = dds::Writer::Create(*env_pp, env_topic);
-    if (!w) return fail("environment writer", w.error());
-    env_writer = std::move(*w);
-  }
-  // A node must be there; its status is the timeline's source.
-  component::Client* status_client = nullptr;
-  if (clients.empty()) {  // no requests: still watch the node through one client
-    component::ClientOptions co;
-    co.client_id = "ari-sim";
-    auto c = component::Client::Connect(*domain, co);
-    if (!c) return fail("client", c.error());
-    clients["ari-sim"] = std::move(*c);
-  }
-  for (auto& [id, c] : clients) {
-    if (auto s = c->WaitForNode(o.node_timeout); !s) return fail("waiting for ari-node", s.error());
-  }
-  status_client = clients.begin()->second.get();
-
-  ReplayReport report;
-  report.mode = "live";
-  report.time_scale = o.time_scale;
-  report.scenario = log.header().scenario();
-  report.policy_name = policy.name;
-  report.cost_source = "measured (live)";
-  for (const auto& b : policy.thermal_bands) {
-    report.band_names.push_back(b.name);
-    report.band_enter_c.push_back(b.enter_c);
-  }
-  ReplaySummary& sum = report.summary;
-  sum.band_time_s.assign(policy.thermal_bands.size(), 0.0);
-  sum.drop_busy_s.assign(1, 0.0);
-  sum.drop_tokens.assign(1, 0);
-
-  EnvState env;
-  env.ambient = static_cast<float>(log.header().ambient_celsius());
-  const SteadyTime start = steady_clock::now();
-  auto log_s = [&](SteadyTime t) { return Secs(t - start) * o.time_scale; };
-  auto wall_at = [&](uint64_t t_ms) {
-    return start + std::chrono::duration_cast<steady_clock::duration>(
-                       std::chrono::duration<double>(static_cast<double>(t_ms) * 1e-3 / o.time_scale));
-  };
-  const auto& events = log.event();
-  uint64_t end_ms = log.header().duration_ms();
-  if (!events.empty()) end_ms = std::max<uint64_t>(end_ms, events[events.size() - 1].t_ms());
-  const SteadyTime drain_until = wall_at(end_ms) + o.drain_timeout;
-  const auto env_period = std::chrono::milliseconds(std::max<int64_t>(10, o.env_period_ms));
-  const auto sample_period = std::chrono::duration_cast<steady_clock::duration>(
-      std::chrono::duration<double>(std::max<int64_t>(10, o.sample_period_ms) * 1e-3 / o.time_scale));
-  SteadyTime next_env = start, next_sample = start;
-  std::string last_decision, last_reason;
-  int last_band = 0;
-
-  auto publish_env = [&](SteadyTime now) {
-    if (!o.send_environment) return;
-    ari_SimEnvironment s{};
-    dds::CopyFixed(o.source_id, s.source_id);
-    s.seq = ++env.seq;
-    s.log_time_ms = static_cast<uint64_t>(std::max(0.0, log_s(now) * 1e3));
-    s.soc_temperature_c = env.soc;
-    s.ambient_c = env.ambient;
-    s.memory_available_bytes = env.memory;
-    std::copy(std::begin(env.caps), std::end(env.caps), s.cpu_freq_cap_khz);
-    if (auto r = env_writer.Write(&s); !r && o.progress) {
-      o.progress("environment write: " + r.error().ToString());
-    }
-    next_env = now + env_period;
-  };
-  auto take_sample = [&](SteadyTime now) {
-    const component::NodeView view = status_client->Node();
-    Sample sm;
-    sm.t_s = log_s(now);
-    sm.ambient_c = std::isnan(env.ambient) ? 0.0 : env.ambient;
-    sm.die_c = std::isnan(env.soc) ? sm.ambient_c : env.soc;
-    if (view.status) {
-      const ari_NodeStatus& st = *view.status;
-      if (std::isfinite(st.temperature_c)) sm.die_c = st.temperature_c;
-      const std::string decision(dds::FixedView(st.decision)), reason(dds::FixedView(st.reason));
-      if (int b = BandFromReason(policy, reason); b >= 0) last_band = b;
-      bool busy = st.sessions_in_use > 0;
-      for (uint32_t q : st.queue_depth) busy = busy || q > 0;
-      sm.busy = busy ? 1 : 0;
-      if (decision != last_decision || reason != last_reason) {
-        DecisionRecord d;
-        d.t_s = sm.t_s;
-        d.idle = decision == "idle";
-        d.urgency = std::string(DecisionClass(decision));
-        d.band = last_band;
-        d.conservative = reason.find("CONSERVATIVE") != std::string::npos;
-        d.knobs = std::string(DecisionKnobs(decision));
-        d.reason = reason;
-        report.decisions.push_back(std::move(d));
-        last_decision = decision;
-        last_reason = reason;
-      }
-    }
-    sm.band = last_band;
-    const double period_s = std::max<int64_t>(10, o.sample_period_ms) * 1e-3;
-    if (!report.samples.empty()) {
-      sum.band_time_s[static_cast<size_t>(report.samples.back().band)] += period_s;
-      sum.busy_s += report.samples.back().busy * period_s;
-    }
-    if (report.samples.empty() || sm.die_c > sum.peak_die_c) {
-      sum.peak_die_c = sm.die_c;
-      sum.peak_t_s = sm.t_s;
-    }
-    report.samples.push_back(sm);
-    next_sample += sample_period;
-    if (next_sample <= now) next_sample = now + sample_period;
-  };
-
-  Shared shared;
-  std::vector<std::unique_ptr<LiveRequest>> live;
-  auto wait_until = [&](SteadyTime t, bool until_all_done) {
-    std::unique_lock<std::mutex> l(shared.mutex);
-    shared.cv.wait_until(l, t, [&] { return until_all_done && shared.running == 0; });
-  };
-  auto periodic = [&](SteadyTime now) {
-    if (now >= next_env) publish_env(now);
-    if (now >= next_sample) take_sample(now);
-  };
-
-  int next_event = 0;
-  while (next_event < events.size()) {
-    const dl::Event& e = events[next_event];
-    const SteadyTime due = wall_at(e.t_ms());
-    SteadyTime now = steady_clock::now();
-    periodic(now);
-    if (now < due) {
-      wait_until(std::min({due, next_env, next_sample}), false);
-      continue;
-    }
-    ++next_event;
-    if (e.has_soc_temperature()) {
-      env.soc = static_cast<float>(e.soc_temperature().celsius());
-      publish_env(now);
-    } else if (e.has_ambient_temperature()) {
-      env.ambient = static_cast<float>(e.ambient_temperature().celsius());
-      publish_env(now);
-    } else if (e.has_memory_available()) {
-      env.memory = e.memory_available().bytes();
-      publish_env(now);
-    } else if (e.has_cpu_frequency_cap()) {
-      std::fill(std::begin(env.caps), std::end(env.caps), 0u);
-      for (const auto& c : e.cpu_frequency_cap().clusters()) {
-        if (c.cluster() < static_cast<uint32_t>(ari_kMaxFreqClusters)) env.caps[c.cluster()] = c.max_khz();
-      }
-      publish_env(now);
-    } else if (e.has_request()) {
-      const dl::Request& q = e.request();
-      const qos::Urgency u = LogUrgency(q);
-      RequestReport r;
-      r.id = q.request_id();
-      r.urgency = std::string(qos::UrgencyName(u));
-      r.client = q.client();
-      r.category = dl::PromptCategory_Name(q.category());
-      r.arrival_s = static_cast<double>(e.t_ms()) * 1e-3;
-      r.max_tokens = static_cast<int>(q.max_tokens());
-      if (o.prompt_tokens) r.prompt_tokens = o.prompt_tokens(q.prompt());
-      const uint32_t dms = q.deadline_ms() ? q.deadline_ms() : policy.Class(u).default_deadline_ms;
-      r.deadline_s = dms * 1e-3;
-      auto lr = std::make_unique<LiveRequest>();
-      lr->index = report.requests.size();
-      report.requests.push_back(std::move(r));
-      component::AskParams ask;
-      ask.prompt = q.prompt();
-      ask.urgency = WireUrgency(u);
-      ask.max_tokens = q.max_tokens();
-      ask.deadline_ms = q.deadline_ms();
-      ask.session_id = q.session_id();
-      component::Client& client = *clients.at(ClientId(q.client()));
-      lr->published = steady_clock::now();
-      auto stream = client.Ask(ask);
-      if (!stream) {
-        lr->wire_error = stream.error().ToString();
-      } else {
-        {
-          std::lock_guard<std::mutex> l(shared.mutex);
-          ++shared.running;
-        }
-        LiveRequest* raw = lr.get();
-        lr->thread = std::thread([raw, &shared, &policy, &client, drain_until,
-                                  s = std::move(*stream)]() mutable {
-          auto res = s.Wait(
-              [&](const ari_TokenChunk& c) {
-                ChunkRecord cr;
-                cr.t_s = Secs(steady_clock::now() - raw->published);
-                cr.seq = c.sequence_number;
-                cr.tokens = static_cast<int>(std::min<uint32_t>(c.n_tokens, ari_kChunkMaxTokens));
-                cr.terminal = c.terminal;
-                cr.status = WireStatusName(dds::RawEnum(c.status));
-                cr.decision = std::string(dds::FixedView(c.decision));
-                if (const auto v = client.Node(); v.status) {
-                  cr.band = BandFromReason(policy, dds::FixedView(v.status->reason));
-                }
-                cr.node_queue_wait_s = c.timing.queue_wait_us * 1e-6;
-                cr.node_ttft_s = c.timing.time_to_first_token_us * 1e-6;
-                cr.node_tokens_per_s = std::isfinite(c.timing.tokens_per_s) ? c.timing.tokens_per_s : 0;
-                cr.node_tokens_generated = static_cast<int>(c.timing.tokens_generated);
-                if (c.terminal) raw->message = std::string(dds::FixedView(c.message));
-                raw->chunks.push_back(std::move(cr));
-              },
-              std::max(dds::Duration::zero(),
-                       std::chrono::duration_cast<dds::Duration>(drain_until - steady_clock::now())));
-          const bool terminal = !raw->chunks.empty() && raw->chunks.back().terminal;
-          if (!res && !terminal) raw->wire_error = res.error().ToString();
-          std::lock_guard<std::mutex> l(shared.mutex);
-          --shared.running;
-          shared.cv.notify_all();
-        });
-      }
-      live.push_back(std::move(lr));
-    }
-  }
-  // Drain: keep the environment fresh and the timeline going until every answer ended.
-  for (;;) {
-    SteadyTime now = steady_clock::now();
-    periodic(now);
-    {
-      std::lock_guard<std::mutex> l(shared.mutex);
-      if (shared.running == 0 && now >= wall_at(end_ms)) break;
-    }
-    if (now >= drain_until + std::chrono::seconds(1)) break;
-    wait_until(std::min({next_env, next_sample, std::max(now, wall_at(end_ms))}), now >= wall_at(end_ms));
-  }
-  take_sample(steady_clock::now());
-  for (auto& lr : live) {
-    if (lr->thread.joinable()) lr->thread.join();
-  }
-  sum.duration_s = log_s(steady_clock::now());
-
-  // Per request, from the chunks.
-  int64_t tokens_total = 0;
-  double dropped = 0;
-  for (auto& lr : live) {
-    RequestReport& r = report.requests[lr->index];
-    const double arrival_log = r.arrival_s;
-    r.chunk_log = std::move(lr->chunks);
-    std::string prev;
-    for (const ChunkRecord& c : r.chunk_log) {
-      if (!c.terminal) ++r.chunks;
-      r.tokens += c.tokens;
-      if (c.tokens > 0 && r.ttft_s < 0) r.ttft_s = c.t_s;
-      if (c.tokens > 0) {
-        const bool w4 = c.decision.find("W4A8") != std::string::npos;
-        sum.precision_tokens[w4 ? 1 : 0] += c.tokens;
-        const int drop = std::max(0, DropLevel(c.decision));
-        if (static_cast<size_t>(drop) >= sum.drop_tokens.size()) {
-          sum.drop_tokens.resize(static_cast<size_t>(drop) + 1, 0);
-          sum.drop_busy_s.resize(static_cast<size_t>(drop) + 1, 0.0);
-        }
-        sum.drop_tokens[static_cast<size_t>(drop)] += c.tokens;
-        tokens_total += c.tokens;
-        dropped += static_cast<double>(drop) * c.tokens;
-        ++sum.chunks;
-      }
-      if (!c.terminal && c.decision != prev) {
-        DecisionRecord d;
-        d.t_s = arrival_log + c.t_s * o.time_scale;
-        d.urgency = std::string(DecisionClass(c.decision));
-        d.idle = c.decision == "idle";
-        d.band = c.band >= 0 ? c.band : 0;
-        d.knobs = std::string(DecisionKnobs(c.decision));
-        r.decisions.push_back(std::move(d));
-        prev = c.decision;
-      }
-      if (c.terminal) {
-        r.status = c.status;
-        r.completion_s = c.t_s;
-        r.queue_wait_s = c.node_queue_wait_s;
-        if (c.node_tokens_generated > r.tokens) r.tokens = c.node_tokens_generated;
-      }
-    }
-    r.message = lr->message;
-    if (r.status.empty()) {
-      r.status = "NO_TERMINAL";
-      r.message = lr->wire_error.empty() ? "no terminal chunk received" : lr->wire_error;
-      r.deadline_missed = true;
-      continue;
-    }
-    r.deadline_missed = r.status != "DONE" || (r.deadline_s > 0 && r.completion_s > r.deadline_s + 1e-9);
-    if (r.status != "DONE" && r.ttft_s < 0) r.ttft_s = -1;
-  }
-  if (tokens_total > 0) {
-    sum.quality_loss = static_cast<double>(sum.precision_tokens[1]) / static_cast<double>(tokens_total) +
-                       0.1 * dropped / static_cast<double>(tokens_total);
-  }
-  report.classes = SummarizeClasses(report.requests);
-  sum.wall_s = Secs(steady_clock::now() - start);
-  return report;
+  LiveRun run(log, o);
+  if (auto r = run.Connect(); !r) return std::unexpected(r.error());
+  run.StartReport();
+  run.PlayEvents();
+  run.Drain();
+  return run.Finish();
 }
 
 }  // namespace ari::sim

@@ -263,33 +263,7 @@ thermal::CpuTopology SimTopology(int perf, int eff) {
   return t;
 }
 
-}  // namespace
-
-Percentiles ComputePercentiles(std::vector<double> v) {
-  Percentiles p;
-  p.n = static_cast<int>(v.size());
-  if (v.empty()) return p;
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    const size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-    return v[std::clamp<size_t>(k, 1, v.size()) - 1];
-  };
-  p.p50 = at(0.50);
-  p.p95 = at(0.95);
-  p.p99 = at(0.99);
-  p.max = v.back();
-  return p;
-}
-
-Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o) {
-  const auto wall0 = std::chrono::steady_clock::now();
-  if (!o.policy || !o.cost) {
-    return MakeError(ErrorCode::kInvalidArgument, "replay: policy and cost model are required");
-  }
-  if (o.sample_period_ms < 1 || o.slots < 1 || o.performance_cpus + o.efficiency_cpus < 1 ||
-      o.performance_cpus + o.efficiency_cpus > 64) {
-    return MakeError(ErrorCode::kInvalidArgument, "replay: bad slots/CPUs/sample period");
-  }
+ReplayReport StartReport(const dl::DriveLog& log, const ReplayOptions& o) {
   ReplayReport report;
   report.scenario = log.header().scenario();
   report.policy_name = o.policy->name;
@@ -298,8 +272,11 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
     report.band_names.push_back(b.name);
     report.band_enter_c.push_back(b.enter_c);
   }
+  return report;
+}
 
-  // The RC model starts at the log's first SoC temperature and ambient.
+// The RC model starts at the log's first SoC temperature and ambient.
+thermal::RcParams RcParamsFor(const dl::DriveLog& log, const ReplayOptions& o) {
   thermal::RcParams rc = o.rc;
   rc.ambient_celsius = log.header().ambient_celsius();
   rc.idle_power_w = o.base_power_w >= 0 ? o.base_power_w
@@ -312,24 +289,68 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
       break;
     }
   }
-  auto model = thermal::RcModel::Create(rc);
-  if (!model) return MakeError(ErrorCode::kInvalidArgument, "replay: RC model: " + model.error().message);
-  thermal::ManualClock clock(0);
-  thermal::RcModelSource source(std::move(*model), clock);
-  const thermal::CpuTopology topo = SimTopology(o.performance_cpus, o.efficiency_cpus);
-  Recorder rec(o, clock, source, topo, report);
-  SimEngine engine(*o.cost, clock, o.slots, rec.efficiency_mask(), &rec);
+  return rc;
+}
 
-  std::optional<uint64_t> mem_bytes;
+// The log's end: its duration, or its last event when that comes later.
+int64_t EndNs(const dl::DriveLog& log) {
+  const auto& events = log.event();
+  int64_t end_ns = MsToNs(log.header().duration_ms());
+  if (!events.empty()) end_ns = std::max(end_ns, MsToNs(events[events.size() - 1].t_ms()));
+  return end_ns;
+}
+
+// What a model-mode replay runs: virtual time, the RC model as the temperature source,
+// the simulated engine and the real scheduler, all recording into one report; and the
+// log's events fed to them in time order.
+class ModelReplay {
+ public:
+  ModelReplay(const dl::DriveLog& log, const ReplayOptions& o, const thermal::RcModel& model,
+              ReplayReport& report)
+      : log_(log),
+        o_(o),
+        report_(report),
+        clock_(0),
+        source_(model, clock_),
+        topo_(SimTopology(o.performance_cpus, o.efficiency_cpus)),
+        rec_(o, clock_, source_, topo_, report),
+        engine_(*o.cost, clock_, o.slots, rec_.efficiency_mask(), &rec_),
+        end_ns_(EndNs(log)) {}
+
+  Result<void> CreateScheduler();
+  // Steps the scheduler through the log in virtual time until every request ended.
+  void Play();
+  // Closes the accounts and shuts the scheduler down; returns the virtual time.
+  int64_t Finish();
+
+ private:
+  void ApplyEvents(int64_t now);
+  void SubmitRequest(const dl::Event& e, int64_t now);
+
+  const dl::DriveLog& log_;
+  const ReplayOptions& o_;
+  ReplayReport& report_;
+  thermal::ManualClock clock_;
+  thermal::RcModelSource source_;
+  const thermal::CpuTopology topo_;
+  Recorder rec_;
+  SimEngine engine_;
+  std::optional<uint64_t> mem_bytes_;
+  std::unique_ptr<qos::Scheduler> sched_;
+  int64_t end_ns_ = 0;
+  int next_event_ = 0;
+};
+
+Result<void> ModelReplay::CreateScheduler() {
   qos::SchedulerOptions so;
-  so.policy = o.policy;
-  so.engine = &engine;
-  so.clock = &clock;
-  so.sink = &rec;
-  so.temperature = &source;
-  so.topology = topo;
-  so.max_prefill_chunk = o.max_prefill_chunk;
-  so.memory = [&mem_bytes]() -> std::optional<thermal::MemoryReading> {
+  so.policy = o_.policy;
+  so.engine = &engine_;
+  so.clock = &clock_;
+  so.sink = &rec_;
+  so.temperature = &source_;
+  so.topology = topo_;
+  so.max_prefill_chunk = o_.max_prefill_chunk;
+  so.memory = [&mem_bytes = mem_bytes_]() -> std::optional<thermal::MemoryReading> {
     if (!mem_bytes) return std::nullopt;
     thermal::MemoryReading m;
     m.available_bytes = *mem_bytes;
@@ -338,89 +359,101 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
   };
   auto sched = qos::Scheduler::Create(so);
   if (!sched) return MakeError(ErrorCode::kInvalidArgument, "replay: scheduler: " + sched.error().message);
-  qos::Scheduler& s = **sched;
-  rec.last_decision_ = &s.last_decision();
+  sched_ = std::move(*sched);
+  rec_.last_decision_ = &sched_->last_decision();
+  return {};
+}
 
-  const auto& events = log.event();
-  int64_t end_ns = MsToNs(log.header().duration_ms());
-  if (!events.empty()) end_ns = std::max(end_ns, MsToNs(events[events.size() - 1].t_ms()));
-  int next_event = 0;
-
-  auto apply_events = [&](int64_t now) {
-    while (next_event < events.size() && MsToNs(events[next_event].t_ms()) <= now) {
-      const dl::Event& e = events[next_event++];
-      if (e.has_ambient_temperature()) {
-        (void)source.SetAmbient(e.ambient_temperature().celsius());
-      } else if (e.has_memory_available()) {
-        mem_bytes = e.memory_available().bytes();
-      } else if (e.has_cpu_frequency_cap()) {
-        const std::array<uint32_t, 2> caps = ClassCaps(e.cpu_frequency_cap());
-        engine.SetFrequencyCaps(caps[0], caps[1]);
-        rec.SetCaps(caps);
-      } else if (e.has_request()) {
-        const dl::Request& q = e.request();
-        RequestReport r;
-        r.id = q.request_id();
-        const int rank = std::clamp(static_cast<int>(q.urgency()) - 1, 0, qos::kNumUrgencies - 1);
-        const qos::Urgency u = qos::UrgencyFromRank(rank);
-        r.urgency = std::string(qos::UrgencyName(u));
-        r.client = q.client();
-        r.category = dl::PromptCategory_Name(q.category());
-        r.arrival_s = NsToS(MsToNs(e.t_ms()));
-        r.prompt_tokens = o.prompt_tokens ? std::max(1, o.prompt_tokens(q.prompt())) : PromptTokens(q.prompt());
-        r.max_tokens = static_cast<int>(q.max_tokens());
-        const uint32_t dms = q.deadline_ms() ? q.deadline_ms() : o.policy->Class(u).default_deadline_ms;
-        r.deadline_s = dms * 1e-3;
-        qos::SchedRequest sr;
-        sr.id = q.request_id();
-        sr.urgency = u;
-        sr.prompt.assign(static_cast<size_t>(r.prompt_tokens), 1);
-        sr.max_tokens = static_cast<int32_t>(q.max_tokens());
-        sr.deadline_ns = dms ? MsToNs(e.t_ms()) + int64_t{dms} * thermal::kNsPerMs : 0;
-        sr.session_id = q.session_id();
-        const size_t idx = report.requests.size();
-        rec.index[r.id] = idx;
-        rec.submit_ns.push_back(now);
-        rec.arrival_ns.push_back(MsToNs(e.t_ms()));
-        report.requests.push_back(std::move(r));
-        const qos::SubmitStatus st = s.Submit(std::move(sr));
-        if (st != qos::SubmitStatus::kAdmitted) {
-          RequestReport& rr = report.requests[idx];
-          rr.status = std::string(qos::SubmitStatusName(st));
-          rr.message = "refused at admission";
-          rr.completion_s = NsToS(now - rec.arrival_ns[idx]);
-          rr.deadline_missed = true;
-        }
-      }
-    }
-  };
-
+void ModelReplay::Play() {
+  const auto& events = log_.event();
+  qos::Scheduler& s = *sched_;
   while (true) {
-    int64_t now = clock.NowNs();
-    apply_events(now);
+    int64_t now = clock_.NowNs();
+    ApplyEvents(now);
     // Samples on the grid (inside chunks the engine's ticks take them). The loop wakes
     // at every sample time, so the governor is also stepped while idle.
-    if (now >= rec.next_sample()) rec.TakeSample();
+    if (now >= rec_.next_sample()) rec_.TakeSample();
     const qos::StepResult st = s.Step();
-    if (st.ran) rec.Peak();
-    now = clock.NowNs();
-    const bool events_left = next_event < events.size();
-    if (!events_left && now >= end_ns && s.live_requests() == 0) break;
-    if (now > end_ns + kDrainLimitNs) break;  // still busy a day after the log: give up
+    if (st.ran) rec_.Peak();
+    now = clock_.NowNs();
+    const bool events_left = next_event_ < events.size();
+    if (!events_left && now >= end_ns_ && s.live_requests() == 0) break;
+    if (now > end_ns_ + kDrainLimitNs) break;  // still busy a day after the log: give up
     if (st.ran && st.next_step_ns <= now) continue;
-    int64_t next = std::min(st.next_step_ns, rec.next_sample());
-    if (events_left) next = std::min(next, MsToNs(events[next_event].t_ms()));
+    int64_t next = std::min(st.next_step_ns, rec_.next_sample());
+    if (events_left) next = std::min(next, MsToNs(events[next_event_].t_ms()));
     if (next == kNever) break;
-    clock.SetNs(std::max(next, now + thermal::kNsPerMs / 1000));
+    clock_.SetNs(std::max(next, now + thermal::kNsPerMs / 1000));
   }
-  rec.AccountBands();
-  rec.AccountPower();
-  rec.AccountCaps();
-  s.Shutdown("replay over");
+}
 
-  // Summary and per class.
+void ModelReplay::ApplyEvents(int64_t now) {
+  const auto& events = log_.event();
+  while (next_event_ < events.size() && MsToNs(events[next_event_].t_ms()) <= now) {
+    const dl::Event& e = events[next_event_++];
+    if (e.has_ambient_temperature()) {
+      (void)source_.SetAmbient(e.ambient_temperature().celsius());
+    } else if (e.has_memory_available()) {
+      mem_bytes_ = e.memory_available().bytes();
+    } else if (e.has_cpu_frequency_cap()) {
+      const std::array<uint32_t, 2> caps = ClassCaps(e.cpu_frequency_cap());
+      engine_.SetFrequencyCaps(caps[0], caps[1]);
+      rec_.SetCaps(caps);
+    } else if (e.has_request()) {
+      SubmitRequest(e, now);
+    }
+  }
+}
+
+void ModelReplay::SubmitRequest(const dl::Event& e, int64_t now) {
+  const dl::Request& q = e.request();
+  RequestReport r;
+  r.id = q.request_id();
+  const int rank = std::clamp(static_cast<int>(q.urgency()) - 1, 0, qos::kNumUrgencies - 1);
+  const qos::Urgency u = qos::UrgencyFromRank(rank);
+  r.urgency = std::string(qos::UrgencyName(u));
+  r.client = q.client();
+  r.category = dl::PromptCategory_Name(q.category());
+  r.arrival_s = NsToS(MsToNs(e.t_ms()));
+  r.prompt_tokens = o_.prompt_tokens ? std::max(1, o_.prompt_tokens(q.prompt())) : PromptTokens(q.prompt());
+  r.max_tokens = static_cast<int>(q.max_tokens());
+  const uint32_t dms = q.deadline_ms() ? q.deadline_ms() : o_.policy->Class(u).default_deadline_ms;
+  r.deadline_s = dms * 1e-3;
+  qos::SchedRequest sr;
+  sr.id = q.request_id();
+  sr.urgency = u;
+  sr.prompt.assign(static_cast<size_t>(r.prompt_tokens), 1);
+  sr.max_tokens = static_cast<int32_t>(q.max_tokens());
+  sr.deadline_ns = dms ? MsToNs(e.t_ms()) + int64_t{dms} * thermal::kNsPerMs : 0;
+  sr.session_id = q.session_id();
+  const size_t idx = report_.requests.size();
+  rec_.index[r.id] = idx;
+  rec_.submit_ns.push_back(now);
+  rec_.arrival_ns.push_back(MsToNs(e.t_ms()));
+  report_.requests.push_back(std::move(r));
+  const qos::SubmitStatus st = sched_->Submit(std::move(sr));
+  if (st != qos::SubmitStatus::kAdmitted) {
+    RequestReport& rr = report_.requests[idx];
+    rr.status = std::string(qos::SubmitStatusName(st));
+    rr.message = "refused at admission";
+    rr.completion_s = NsToS(now - rec_.arrival_ns[idx]);
+    rr.deadline_missed = true;
+  }
+}
+
+int64_t ModelReplay::Finish() {
+  rec_.AccountBands();
+  rec_.AccountPower();
+  rec_.AccountCaps();
+  sched_->Shutdown("replay over");
+  return clock_.NowNs();
+}
+
+// Summary and per class.
+void Summarize(int64_t end_ns, std::chrono::steady_clock::time_point wall0,
+               ReplayReport& report) {
   ReplaySummary& sum = report.summary;
-  sum.duration_s = NsToS(clock.NowNs());
+  sum.duration_s = NsToS(end_ns);
   const double toks = static_cast<double>(sum.precision_tokens[0] + sum.precision_tokens[1]);
   if (toks > 0) {
     double dropped = 0;
@@ -429,31 +462,28 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
   }
   report.classes = SummarizeClasses(report.requests);
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  return report;
 }
 
-std::vector<ClassReport> SummarizeClasses(const std::vector<RequestReport>& requests) {
-  std::vector<ClassReport> out;
-  for (qos::Urgency u : qos::kAllUrgencies) {
-    ClassReport c;
-    c.urgency = std::string(qos::UrgencyName(u));
-    std::vector<double> ttft, comp, wait;
-    for (const RequestReport& r : requests) {
-      if (r.urgency != c.urgency) continue;
-      ++c.requests;
-      if (r.status == "DONE") ++c.done;
-      if (r.deadline_missed) ++c.deadline_misses;
-      if (r.status == "REJECTED" || r.status == "BUSY") ++c.rejected;
-      if (r.ttft_s >= 0) ttft.push_back(r.ttft_s);
-      if (r.completion_s >= 0 && r.status == "DONE") comp.push_back(r.completion_s);
-      if (r.queue_wait_s >= 0) wait.push_back(r.queue_wait_s);
-    }
-    c.ttft_s = ComputePercentiles(ttft);
-    c.completion_s = ComputePercentiles(comp);
-    c.queue_wait_s = ComputePercentiles(wait);
-    out.push_back(c);
+}  // namespace
+
+Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  if (!o.policy || !o.cost) {
+    return MakeError(ErrorCode::kInvalidArgument, "replay: policy and cost model are required");
   }
-  return out;
+  if (o.sample_period_ms < 1 || o.slots < 1 || o.performance_cpus + o.efficiency_cpus < 1 ||
+      o.performance_cpus + o.efficiency_cpus > 64) {
+    return MakeError(ErrorCode::kInvalidArgument, "replay: bad slots/CPUs/sample period");
+  }
+  ReplayReport report = StartReport(log, o);
+  auto model = thermal::RcModel::Create(RcParamsFor(log, o));
+  if (!model) return MakeError(ErrorCode::kInvalidArgument, "replay: RC model: " + model.error().message);
+  ModelReplay run(log, o, *model, report);
+  if (auto r = run.CreateScheduler(); !r) return std::unexpected(r.error());
+  run.Play();
+  const int64_t end_ns = run.Finish();
+  Summarize(end_ns, wall0, report);
+  return report;
 }
 
 }  // namespace ari::sim

@@ -172,6 +172,64 @@ Result<std::vector<dl::Event>> GenerateRequests(const Spec& spec, const dl::Prom
   return out;
 }
 
+// Streams derive from the seed and the scenario name (FNV-1a), so two
+// scenarios with the same seed do not share noise.
+uint64_t ScenarioSeed(std::string_view name, uint64_t seed) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (const char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 0x100000001B3ull;
+  return h ^ seed;
+}
+
+// Ambient temperature every 10 s, with a slow random drift (sampled every second).
+void GenerateAmbient(const Spec& spec, uint64_t duration, uint64_t seed,
+                     std::vector<dl::Event>* events) {
+  Prng ambient_rng(SubSeed(seed, 2));
+  double drift = 0;
+  for (uint64_t t_ms = 0; t_ms <= duration; t_ms += 1000) {
+    drift = 0.98 * drift + ambient_rng.Normal(0, 0.03);
+    if (t_ms % 10000 != 0) continue;
+    dl::Event e;
+    e.set_t_ms(t_ms);
+    e.mutable_ambient_temperature()->set_celsius(
+        Round1(spec.ambient(static_cast<double>(t_ms) / 1000.0) + drift));
+    events->push_back(std::move(e));
+  }
+}
+
+// The SoC's jobs (arrival, estimated compute seconds) from the requests, for its load.
+std::vector<Job> JobsOf(const std::vector<dl::Event>& requests) {
+  std::vector<Job> jobs;
+  for (const auto& e : requests) {
+    const auto& r = e.request();
+    const double prefill_s = 0.002 * static_cast<double>(r.prompt().size()) / 4.0;
+    jobs.push_back({static_cast<double>(e.t_ms()) / 1000.0, prefill_s + 0.040 * r.max_tokens()});
+  }
+  return jobs;
+}
+
+// The header and the events in time order, requests numbered from 1.
+dl::DriveLog AssembleLog(const ScenarioInfo& info, const ScenarioOptions& options,
+                         const Spec& spec, std::vector<dl::Event>& events) {
+  dl::DriveLog log;
+  dl::Header* h = log.mutable_header();
+  h->set_vehicle("sim-sedan");
+  h->set_soc("sim-soc (RC model defaults)");
+  h->set_ambient_celsius(Round1(spec.ambient(0)));
+  h->set_notes(std::string(info.description));
+  h->set_scenario(std::string(info.name));
+  h->set_seed(options.seed);
+  h->set_duration_ms(options.duration_ms);
+  h->set_generator("ari-sim gen (drive log v" + std::to_string(kDriveLogVersion) + ")");
+  h->set_memory_total_bytes(8ull << 30);
+  uint64_t next_id = 1;
+  log.mutable_event()->Reserve(static_cast<int>(events.size()));
+  for (auto& e : events) {
+    if (e.has_request()) e.mutable_request()->set_request_id(next_id++);
+    *log.add_event() = std::move(e);
+  }
+  return log;
+}
+
 }  // namespace
 
 std::span<const ScenarioInfo> Scenarios() { return kScenarios; }
@@ -206,11 +264,7 @@ Result<dl::DriveLog> GenerateScenario(const ScenarioOptions& options) {
     builtin = std::move(*b);
     prompts = &builtin;
   }
-  // Streams derive from the seed and the scenario name (FNV-1a), so two
-  // scenarios with the same seed do not share noise.
-  uint64_t seed = 0xCBF29CE484222325ull;
-  for (const char ch : it->name) seed = (seed ^ static_cast<uint8_t>(ch)) * 0x100000001B3ull;
-  seed ^= options.seed;
+  const uint64_t seed = ScenarioSeed(it->name, options.seed);
   const uint64_t duration = options.duration_ms;
   Prng layout(SubSeed(seed, 0));
   const Spec spec = MakeSpec(it->name, duration, layout);
@@ -219,29 +273,12 @@ Result<dl::DriveLog> GenerateScenario(const ScenarioOptions& options) {
   std::vector<dl::Event> events;
   Prng vehicle_rng(SubSeed(seed, 1));
   internal::GenerateVehicle(spec.drive, duration, vehicle_rng, &events);
-
-  Prng ambient_rng(SubSeed(seed, 2));
-  double drift = 0;
-  for (uint64_t t_ms = 0; t_ms <= duration; t_ms += 1000) {
-    drift = 0.98 * drift + ambient_rng.Normal(0, 0.03);
-    if (t_ms % 10000 != 0) continue;
-    dl::Event e;
-    e.set_t_ms(t_ms);
-    e.mutable_ambient_temperature()->set_celsius(
-        Round1(spec.ambient(static_cast<double>(t_ms) / 1000.0) + drift));
-    events.push_back(std::move(e));
-  }
-
+  GenerateAmbient(spec, duration, seed, &events);
   auto requests = GenerateRequests(spec, *prompts, duration, seed);
   if (!requests) return std::unexpected(requests.error());
   std::stable_sort(requests->begin(), requests->end(),
                    [](const dl::Event& a, const dl::Event& b) { return a.t_ms() < b.t_ms(); });
-  std::vector<Job> jobs;
-  for (const auto& e : *requests) {
-    const auto& r = e.request();
-    const double prefill_s = 0.002 * static_cast<double>(r.prompt().size()) / 4.0;
-    jobs.push_back({static_cast<double>(e.t_ms()) / 1000.0, prefill_s + 0.040 * r.max_tokens()});
-  }
+  const std::vector<Job> jobs = JobsOf(*requests);
   Prng soc_rng(SubSeed(seed, 3));
   internal::GenerateSoc(spec.soc, spec.ambient, jobs, duration, soc_rng, &events);
   Prng memory_rng(SubSeed(seed, 4));
@@ -250,23 +287,7 @@ Result<dl::DriveLog> GenerateScenario(const ScenarioOptions& options) {
   std::stable_sort(events.begin(), events.end(),
                    [](const dl::Event& a, const dl::Event& b) { return a.t_ms() < b.t_ms(); });
 
-  dl::DriveLog log;
-  dl::Header* h = log.mutable_header();
-  h->set_vehicle("sim-sedan");
-  h->set_soc("sim-soc (RC model defaults)");
-  h->set_ambient_celsius(Round1(spec.ambient(0)));
-  h->set_notes(std::string(it->description));
-  h->set_scenario(std::string(it->name));
-  h->set_seed(options.seed);
-  h->set_duration_ms(duration);
-  h->set_generator("ari-sim gen (drive log v" + std::to_string(kDriveLogVersion) + ")");
-  h->set_memory_total_bytes(8ull << 30);
-  uint64_t next_id = 1;
-  log.mutable_event()->Reserve(static_cast<int>(events.size()));
-  for (auto& e : events) {
-    if (e.has_request()) e.mutable_request()->set_request_id(next_id++);
-    *log.add_event() = std::move(e);
-  }
+  dl::DriveLog log = AssembleLog(*it, options, spec, events);
   if (auto v = ValidateDriveLog(log); !v) {
     return MakeError(ErrorCode::kInternal, "generated log is invalid: " + v.error().message);
   }

@@ -146,9 +146,7 @@ double AmbientAt(const ThermalRunOptions& o, double t_s) {
   return o.ambient_c + (o.ambient_peak_c - o.ambient_c) * std::clamp(x, 0.0, 1.0);
 }
 
-}  // namespace
-
-Result<ThermalRunResult> RunThermal(const ThermalRunOptions& o) {
+Result<void> ValidateOptions(const ThermalRunOptions& o) {
   if (!o.policy || !o.engine) {
     return MakeError(ErrorCode::kInvalidArgument, "thermal run: policy and engine are required");
   }
@@ -163,49 +161,34 @@ Result<ThermalRunResult> RunThermal(const ThermalRunOptions& o) {
                      "thermal run: need speedup >= 1, duration > 0, vocab >= 2, prompts and "
                      "max tokens >= 1, critical_every_s >= 0, finite ambients");
   }
+  return {};
+}
+
+// The RC model's parameters with its capacities divided by the speedup.
+thermal::RcParams SpedUpParams(const ThermalRunOptions& o) {
   thermal::RcParams p = o.rc;
   p.c_die_j_per_k /= o.speedup;
   p.c_pkg_j_per_k /= o.speedup;
   p.ambient_celsius = o.ambient_c;
   p.initial_celsius = o.initial_c.value_or(o.ambient_c);
-  auto model = thermal::RcModel::Create(p);
-  if (!model) {
-    return MakeError(ErrorCode::kInvalidArgument, "thermal run: " + model.error().message);
+  return p;
+}
+
+Result<thermal::CpuTopology> RunTopology(const ThermalRunOptions& o) {
+  if (o.topology) return *o.topology;
+  auto detected = thermal::DetectTopology();
+  if (!detected) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "thermal run: CPU topology: " + detected.error().message);
   }
-  thermal::CpuTopology topo;
-  if (o.topology) {
-    topo = *o.topology;
-  } else {
-    auto detected = thermal::DetectTopology();
-    if (!detected) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "thermal run: CPU topology: " + detected.error().message);
-    }
-    topo = std::move(*detected);
-  }
+  return std::move(*detected);
+}
 
-  ThermalRunResult out;
-  out.duration_s = o.duration_s;
-  out.speedup = o.speedup;
-  out.slow_tau_s = model->slow_time_constant_s();
-  out.fast_tau_s = model->fast_time_constant_s();
-  thermal::ManualClock clock;
-  thermal::RcModelSource source(std::move(*model), clock);
-  HeatingRunner runner(*o.engine, clock, source, topo);
-  RunSink sink(*o.policy, source, out);
-
-  SchedulerOptions so;
-  so.policy = o.policy;
-  so.engine = &runner;
-  so.clock = &clock;
-  so.sink = &sink;
-  so.temperature = &source;
-  so.topology = topo;
-  so.max_prefill_chunk = o.max_prefill_chunk;
-  auto sched = Scheduler::Create(std::move(so));
-  if (!sched) return MakeError(ErrorCode::kInvalidArgument, sched.error().message);
-  Scheduler& s = **sched;
-
+// The load: a NORMAL request whenever none is queued, a CRITICAL one every
+// critical_every_s; steps the scheduler in virtual time until the run's end. Returns
+// the highest die temperature seen.
+double DriveLoad(const ThermalRunOptions& o, Scheduler& s, thermal::ManualClock& clock,
+                 thermal::RcModelSource& source) {
   const int64_t end = thermal::SecondsToNs(o.duration_s);
   const int64_t critical_period =
       o.critical_every_s > 0 ? thermal::SecondsToNs(o.critical_every_s) : 0;
@@ -236,6 +219,44 @@ Result<ThermalRunResult> RunThermal(const ThermalRunOptions& o) {
     max_die = std::max(max_die, source.model().die_celsius());
     if (!r.ran && clock.NowNs() == now) break;  // cannot progress (end reached)
   }
+  return max_die;
+}
+
+}  // namespace
+
+Result<ThermalRunResult> RunThermal(const ThermalRunOptions& o) {
+  if (auto v = ValidateOptions(o); !v) return std::unexpected(v.error());
+  auto model = thermal::RcModel::Create(SpedUpParams(o));
+  if (!model) {
+    return MakeError(ErrorCode::kInvalidArgument, "thermal run: " + model.error().message);
+  }
+  auto topology = RunTopology(o);
+  if (!topology) return std::unexpected(topology.error());
+  const thermal::CpuTopology topo = std::move(*topology);
+
+  ThermalRunResult out;
+  out.duration_s = o.duration_s;
+  out.speedup = o.speedup;
+  out.slow_tau_s = model->slow_time_constant_s();
+  out.fast_tau_s = model->fast_time_constant_s();
+  thermal::ManualClock clock;
+  thermal::RcModelSource source(std::move(*model), clock);
+  HeatingRunner runner(*o.engine, clock, source, topo);
+  RunSink sink(*o.policy, source, out);
+
+  SchedulerOptions so;
+  so.policy = o.policy;
+  so.engine = &runner;
+  so.clock = &clock;
+  so.sink = &sink;
+  so.temperature = &source;
+  so.topology = topo;
+  so.max_prefill_chunk = o.max_prefill_chunk;
+  auto sched = Scheduler::Create(std::move(so));
+  if (!sched) return MakeError(ErrorCode::kInvalidArgument, sched.error().message);
+  Scheduler& s = **sched;
+
+  const double max_die = DriveLoad(o, s, clock, source);
   s.Shutdown("thermal run over");
   out.max_die_c = max_die;
   out.final_die_c = source.model().die_celsius();

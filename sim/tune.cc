@@ -82,7 +82,9 @@ Result<TuneScore> ScorePolicy(const qos::Policy& policy, const std::vector<const
   return s;
 }
 
-Result<TuneResult> Tune(const TuneOptions& o) {
+namespace {
+
+Result<void> CheckTuneOptions(const TuneOptions& o) {
   if (!o.start || !o.cost || o.logs.empty() || o.space.params.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "tune: start policy, cost model, logs and a space are required");
   }
@@ -96,70 +98,89 @@ Result<TuneResult> Tune(const TuneOptions& o) {
       }
     }
   }
+  return {};
+}
+
+// Scores a batch (one thread per candidate) and appends it to the result, best first
+// by TuneScore::BetterThan.
+void Evaluate(const TuneOptions& o, std::vector<TuneCandidate>& batch, TuneResult& res) {
+  std::vector<qos::Policy> policies(batch.size());
+  std::vector<std::thread> pool;
+  std::vector<Result<TuneScore>> scores(batch.size(), MakeError(ErrorCode::kInternal, "not run"));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto p = Build(*o.start, o.space, batch[i].choice);
+    if (!p) {
+      batch[i].error = p.error().message;
+      continue;
+    }
+    policies[i] = std::move(*p);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].error.empty()) continue;
+    pool.emplace_back([&, i] {
+      scores[i] = ScorePolicy(policies[i], o.logs, *o.cost, o.space.peak_celsius_limit);
+    });
+  }
+  for (auto& t : pool) t.join();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    TuneCandidate& c = batch[i];
+    if (c.error.empty()) {
+      if (scores[i]) c.score = *scores[i];
+      else c.error = scores[i].error().message;
+    }
+    if (!c.error.empty()) ++res.invalid;
+    res.candidates.push_back(c);
+    const TuneCandidate& best = res.candidates[res.best];
+    if (res.candidates.size() == 1 || c.score.BetterThan(best.score, o.space.peak_celsius_limit)) {
+      res.best = res.candidates.size() - 1;
+      if (c.score.valid) res.best_policy = policies[i];
+    }
+  }
+}
+
+// A choice near the best one (one or two parameters changed) or, one time in five, a
+// random restart; tries 64 times to find one not seen yet (returns the last try).
+std::vector<int> Propose(const TuneResult& res, const TuneSpace& space,
+                         const std::set<std::vector<int>>& seen, Prng& rng) {
+  const size_t np = space.params.size();
+  std::vector<int> c;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    c = res.candidates[res.best].choice;
+    if (rng.Bernoulli(0.2)) {  // random restart
+      for (size_t i = 0; i < np; ++i) {
+        c[i] = static_cast<int>(rng.Below(space.params[i].values.size() + 1)) - 1;
+      }
+    } else {
+      const int k = 1 + static_cast<int>(rng.Below(2));
+      for (int j = 0; j < k; ++j) {
+        const size_t i = rng.Below(np);
+        c[i] = static_cast<int>(rng.Below(space.params[i].values.size()));
+      }
+    }
+    if (!seen.contains(c)) break;
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<TuneResult> Tune(const TuneOptions& o) {
+  if (auto r = CheckTuneOptions(o); !r) return std::unexpected(r.error());
   const size_t np = o.space.params.size();
   const int threads = std::clamp(o.threads, 1, 16);
   Prng rng(o.seed ^ 0x9E3779B97F4A7C15ull);
   TuneResult res;
   res.best_policy = *o.start;
   std::set<std::vector<int>> seen;
-  auto evaluate = [&](std::vector<TuneCandidate>& batch) {
-    std::vector<qos::Policy> policies(batch.size());
-    std::vector<std::thread> pool;
-    std::vector<Result<TuneScore>> scores(batch.size(), MakeError(ErrorCode::kInternal, "not run"));
-    for (size_t i = 0; i < batch.size(); ++i) {
-      auto p = Build(*o.start, o.space, batch[i].choice);
-      if (!p) {
-        batch[i].error = p.error().message;
-        continue;
-      }
-      policies[i] = std::move(*p);
-    }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i].error.empty()) continue;
-      pool.emplace_back([&, i] {
-        scores[i] = ScorePolicy(policies[i], o.logs, *o.cost, o.space.peak_celsius_limit);
-      });
-    }
-    for (auto& t : pool) t.join();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      TuneCandidate& c = batch[i];
-      if (c.error.empty()) {
-        if (scores[i]) c.score = *scores[i];
-        else c.error = scores[i].error().message;
-      }
-      if (!c.error.empty()) ++res.invalid;
-      res.candidates.push_back(c);
-      const TuneCandidate& best = res.candidates[res.best];
-      if (res.candidates.size() == 1 || c.score.BetterThan(best.score, o.space.peak_celsius_limit)) {
-        res.best = res.candidates.size() - 1;
-        if (c.score.valid) res.best_policy = policies[i];
-      }
-    }
-  };
   std::vector<TuneCandidate> batch(1);
   batch[0].choice.assign(np, -1);
   seen.insert(batch[0].choice);
-  evaluate(batch);
+  Evaluate(o, batch, res);
   while (static_cast<int>(res.candidates.size()) < o.budget) {
     batch.clear();
     const int want = std::min<int>(threads, o.budget - static_cast<int>(res.candidates.size()));
     for (int b = 0; b < want; ++b) {
-      std::vector<int> c;
-      for (int attempt = 0; attempt < 64; ++attempt) {
-        c = res.candidates[res.best].choice;
-        if (rng.Bernoulli(0.2)) {  // random restart
-          for (size_t i = 0; i < np; ++i) {
-            c[i] = static_cast<int>(rng.Below(o.space.params[i].values.size() + 1)) - 1;
-          }
-        } else {
-          const int k = 1 + static_cast<int>(rng.Below(2));
-          for (int j = 0; j < k; ++j) {
-            const size_t i = rng.Below(np);
-            c[i] = static_cast<int>(rng.Below(o.space.params[i].values.size()));
-          }
-        }
-        if (!seen.contains(c)) break;
-      }
+      std::vector<int> c = Propose(res, o.space, seen, rng);
       if (seen.contains(c)) continue;  // space exhausted around the best
       seen.insert(c);
       TuneCandidate t;
@@ -167,7 +188,7 @@ Result<TuneResult> Tune(const TuneOptions& o) {
       batch.push_back(std::move(t));
     }
     if (batch.empty()) break;
-    evaluate(batch);
+    Evaluate(o, batch, res);
   }
   return res;
 }

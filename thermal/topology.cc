@@ -122,70 +122,80 @@ std::string FormatCpuList(const std::vector<int>& cpus) {
   return out;
 }
 
-Result<CpuTopology> DetectTopology(const TopologyOptions& options) {
-  auto online = OnlineCpus(options.root);
-  if (!online) return std::unexpected(online.error());
-  if (online->empty()) {
-    return MakeError(ErrorCode::kNotFound, "no online CPUs under " + options.root.string());
-  }
-  CpuTopology topo;
-  bool all_capacity = true;
-  bool all_freq = true;
-  for (int id : *online) {
+namespace {
+
+// Capacity and maximum frequency of each online CPU (0 where the file is absent).
+struct CpuScan {
+  std::vector<CpuInfo> cpus;
+  bool all_capacity = true;  // every CPU has a cpu_capacity
+  bool all_freq = true;      // every CPU has a cpuinfo_max_freq
+};
+
+CpuScan ScanCpus(const std::filesystem::path& root, const std::vector<int>& online) {
+  CpuScan scan;
+  for (int id : online) {
     CpuInfo info;
     info.id = id;
-    const auto dir = options.root / ("cpu" + std::to_string(id));
+    const auto dir = root / ("cpu" + std::to_string(id));
     info.capacity = ReadIntFile((dir / "cpu_capacity").string()).value_or(0);
     info.max_freq_khz = ReadIntFile((dir / "cpufreq" / "cpuinfo_max_freq").string()).value_or(0);
-    all_capacity = all_capacity && info.capacity > 0;
-    all_freq = all_freq && info.max_freq_khz > 0;
-    topo.cpus.push_back(info);
+    scan.all_capacity = scan.all_capacity && info.capacity > 0;
+    scan.all_freq = scan.all_freq && info.max_freq_khz > 0;
+    scan.cpus.push_back(info);
   }
+  return scan;
+}
 
-  const std::set<int> online_set(online->begin(), online->end());
-  if (options.performance_cpus || options.efficiency_cpus) {
-    std::vector<int> perf, eff;
-    if (options.performance_cpus) {
-      auto p = CheckedList(*options.performance_cpus, online_set, "performance");
-      if (!p) return std::unexpected(p.error());
-      perf = *p;
-    }
-    if (options.efficiency_cpus) {
-      auto e = CheckedList(*options.efficiency_cpus, online_set, "efficiency");
-      if (!e) return std::unexpected(e.error());
-      eff = *e;
-    }
-    for (int id : perf) {
-      if (std::binary_search(eff.begin(), eff.end(), id)) {
-        return MakeError(ErrorCode::kInvalidArgument,
-                         "CPU " + std::to_string(id) + " is listed as performance and efficiency");
-      }
-    }
-    auto in = [](const std::vector<int>& v, int id) {
-      return std::binary_search(v.begin(), v.end(), id);
-    };
-    if (!options.performance_cpus) {
-      for (int id : *online)
-        if (!in(eff, id)) perf.push_back(id);
-    }
-    if (!options.efficiency_cpus) {
-      for (int id : *online)
-        if (!in(perf, id)) eff.push_back(id);
-    }
-    if (perf.empty() && eff.empty()) {
-      return MakeError(ErrorCode::kInvalidArgument, "CPU override lists are both empty");
-    }
-    // Both lists given: online CPUs in neither list are not ARI's to use.
-    std::erase_if(topo.cpus, [&](const CpuInfo& c) { return !in(perf, c.id) && !in(eff, c.id); });
-    for (auto& c : topo.cpus) {
-      c.core_class = in(perf, c.id) ? CoreClass::kPerformance : CoreClass::kEfficiency;
-    }
-    topo.performance = perf;
-    topo.efficiency = eff;
-    topo.basis = TopologyBasis::kConfig;
-    return topo;
+// The classes from the configured lists (performance_cpus / efficiency_cpus): a CPU in
+// one list only; the CPUs of an absent list are the online ones not in the other.
+Result<void> ClassifyFromConfig(const TopologyOptions& options, const std::vector<int>& online,
+                                CpuTopology& topo) {
+  const std::set<int> online_set(online.begin(), online.end());
+  std::vector<int> perf, eff;
+  if (options.performance_cpus) {
+    auto p = CheckedList(*options.performance_cpus, online_set, "performance");
+    if (!p) return std::unexpected(p.error());
+    perf = *p;
   }
+  if (options.efficiency_cpus) {
+    auto e = CheckedList(*options.efficiency_cpus, online_set, "efficiency");
+    if (!e) return std::unexpected(e.error());
+    eff = *e;
+  }
+  for (int id : perf) {
+    if (std::binary_search(eff.begin(), eff.end(), id)) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "CPU " + std::to_string(id) + " is listed as performance and efficiency");
+    }
+  }
+  auto in = [](const std::vector<int>& v, int id) {
+    return std::binary_search(v.begin(), v.end(), id);
+  };
+  if (!options.performance_cpus) {
+    for (int id : online)
+      if (!in(eff, id)) perf.push_back(id);
+  }
+  if (!options.efficiency_cpus) {
+    for (int id : online)
+      if (!in(perf, id)) eff.push_back(id);
+  }
+  if (perf.empty() && eff.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "CPU override lists are both empty");
+  }
+  // Both lists given: online CPUs in neither list are not ARI's to use.
+  std::erase_if(topo.cpus, [&](const CpuInfo& c) { return !in(perf, c.id) && !in(eff, c.id); });
+  for (auto& c : topo.cpus) {
+    c.core_class = in(perf, c.id) ? CoreClass::kPerformance : CoreClass::kEfficiency;
+  }
+  topo.performance = perf;
+  topo.efficiency = eff;
+  topo.basis = TopologyBasis::kConfig;
+  return {};
+}
 
+// The classes from cpu_capacity (or else cpuinfo_max_freq): split at the largest ratio
+// between consecutive distinct values; all performance when neither is known everywhere.
+void ClassifyByMetric(bool all_capacity, bool all_freq, CpuTopology& topo) {
   topo.basis = all_capacity ? TopologyBasis::kCapacity
                : all_freq   ? TopologyBasis::kMaxFreq
                             : TopologyBasis::kUniform;
@@ -214,6 +224,24 @@ Result<CpuTopology> DetectTopology(const TopologyOptions& options) {
     c.core_class = perf ? CoreClass::kPerformance : CoreClass::kEfficiency;
     (perf ? topo.performance : topo.efficiency).push_back(c.id);
   }
+}
+
+}  // namespace
+
+Result<CpuTopology> DetectTopology(const TopologyOptions& options) {
+  auto online = OnlineCpus(options.root);
+  if (!online) return std::unexpected(online.error());
+  if (online->empty()) {
+    return MakeError(ErrorCode::kNotFound, "no online CPUs under " + options.root.string());
+  }
+  CpuScan scan = ScanCpus(options.root, *online);
+  CpuTopology topo;
+  topo.cpus = std::move(scan.cpus);
+  if (options.performance_cpus || options.efficiency_cpus) {
+    if (auto r = ClassifyFromConfig(options, *online, topo); !r) return std::unexpected(r.error());
+    return topo;
+  }
+  ClassifyByMetric(scan.all_capacity, scan.all_freq, topo);
   return topo;
 }
 

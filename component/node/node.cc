@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "component/node/env_replay.h"
+#include "component/node/node_log.h"
 #include "runtime/model/model.h"
 #include "thermal/clock.h"
 #include "thermal/rc_model.h"
@@ -25,17 +26,8 @@
 namespace ari::component {
 namespace {
 
-int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
-
-void Log(const char* fmt, auto... args) {
-  std::fprintf(stderr, "[ari-node] ");
-  if constexpr (sizeof...(args) == 0) {
-    std::fputs(fmt, stderr);  // clang: -Wformat-security on a non-literal without args
-  } else {
-    std::fprintf(stderr, fmt, args...);
-  }
-  std::fputc('\n', stderr);
-}
+using node_internal::Log;
+using node_internal::NowNs;
 
 class CollectErrors final : public google::protobuf::io::ErrorCollector {
  public:
@@ -54,6 +46,14 @@ std::filesystem::path Resolve(const std::filesystem::path& base, const std::stri
   if (p.empty()) return {};
   std::filesystem::path path(p);
   return path.is_absolute() || base.empty() ? path : base / path;
+}
+
+// The command line's overrides of the config.
+void ApplyOverrides(const NodeOverrides& ov, config::NodeConfig& c) {
+  if (!ov.model.empty()) c.set_model_path(ov.model);
+  if (!ov.policy.empty()) c.set_policy_path(ov.policy);
+  if (ov.domain_id >= 0) c.mutable_dds()->set_domain_id(static_cast<uint32_t>(ov.domain_id));
+  if (!ov.cyclone_config.empty()) c.mutable_dds()->set_cyclone_config(ov.cyclone_config);
 }
 
 }  // namespace
@@ -134,45 +134,69 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   std::unique_ptr<Node> node(new Node());
   node->start_ns_ = NowNs();
   node->config_ = config;
-  config::NodeConfig& c = node->config_;
-  if (!ov.model.empty()) c.set_model_path(ov.model);
-  if (!ov.policy.empty()) c.set_policy_path(ov.policy);
-  if (ov.domain_id >= 0) c.mutable_dds()->set_domain_id(static_cast<uint32_t>(ov.domain_id));
-  if (!ov.cyclone_config.empty()) c.mutable_dds()->set_cyclone_config(ov.cyclone_config);
+  ApplyOverrides(ov, node->config_);
+  if (auto r = node->InitLimits(ov); !r) return std::unexpected(r.error());
+  if (auto r = node->LoadPolicy(ov); !r) return std::unexpected(r.error());
+  const runtime::EngineOptions eo = node->EngineOptionsFromConfig();
+  if (auto r = node->LoadModel(ov, eo); !r) return std::unexpected(r.error());
+  if (auto r = node->WarmUp(); !r) return std::unexpected(r.error());
+  if (auto r = node->OpenTemperatureSource(ov); !r) return std::unexpected(r.error());
+  node->OpenMemorySource(ov);
+  if (auto r = node->CreateScheduler(eo.max_chunk); !r) return std::unexpected(r.error());
+  if (auto r = node->OpenTransport(ov); !r) return std::unexpected(r.error());
+  node->LogSetup();
+  if (auto r = node->GoLive(); !r) return std::unexpected(r.error());
+  return node;
+}
+
+Result<void> Node::InitLimits(const NodeOverrides& ov) {
+  const config::NodeConfig& c = config_;
   const auto& lim = c.limits();
-  node->limits_.max_prompt_bytes =
+  limits_.max_prompt_bytes =
       lim.max_prompt_bytes() ? std::min<uint32_t>(lim.max_prompt_bytes(), ari_kPromptLen - 1)
                              : ari_kPromptLen - 1;
-  node->limits_.min_max_tokens = std::max<uint32_t>(1, lim.min_max_tokens());
-  node->limits_.max_max_tokens = lim.max_max_tokens() ? lim.max_max_tokens() : 256;
-  if (node->limits_.min_max_tokens > node->limits_.max_max_tokens) {
+  limits_.min_max_tokens = std::max<uint32_t>(1, lim.min_max_tokens());
+  limits_.max_max_tokens = lim.max_max_tokens() ? lim.max_max_tokens() : 256;
+  if (limits_.min_max_tokens > limits_.max_max_tokens) {
     return MakeError(ErrorCode::kConfig, "limits: min_max_tokens > max_max_tokens");
   }
-  node->rate_ = std::make_unique<RateLimiter>(lim.client_rate_per_s(),
-                                              lim.client_burst() ? lim.client_burst() : 4);
+  rate_ = std::make_unique<RateLimiter>(lim.client_rate_per_s(),
+                                        lim.client_burst() ? lim.client_burst() : 4);
   // Urgency rights from authenticated identities (DDS Security; component/node/identity.h).
   for (const auto& cert : c.security().critical_identity_certs()) {
     auto prefix = GuidPrefixForCertificateFile(Resolve(ov.base_dir, cert));
     if (!prefix) return MakeError(ErrorCode::kConfig, "security: " + prefix.error().message);
-    node->critical_prefixes_.push_back(*prefix);
+    critical_prefixes_.push_back(*prefix);
   }
+  return {};
+}
 
-  // Policy.
-  node->policy_path_ = ov.policy.empty() ? Resolve(ov.base_dir, c.policy_path())
-                                         : std::filesystem::path(ov.policy);
-  if (node->policy_path_.empty()) return MakeError(ErrorCode::kConfig, "policy_path not set");
-  auto policy = qos::LoadPolicyFile(node->policy_path_);
+Result<void> Node::LoadPolicy(const NodeOverrides& ov) {
+  policy_path_ = ov.policy.empty() ? Resolve(ov.base_dir, config_.policy_path())
+                                   : std::filesystem::path(ov.policy);
+  if (policy_path_.empty()) return MakeError(ErrorCode::kConfig, "policy_path not set");
+  auto policy = qos::LoadPolicyFile(policy_path_);
   if (!policy) return MakeError(ErrorCode::kConfig, "policy: " + policy.error().ToString());
-  node->policy_ = std::make_unique<qos::Policy>(std::move(*policy));
+  policy_ = std::make_unique<qos::Policy>(std::move(*policy));
+  return {};
+}
 
-  // Model (fallback when the main one does not load).
+runtime::EngineOptions Node::EngineOptionsFromConfig() const {
+  const config::NodeConfig& c = config_;
   runtime::EngineOptions eo;
   eo.slots = c.session_slots() ? static_cast<int32_t>(c.session_slots()) : 2;
   eo.context_length = c.max_context() ? static_cast<int32_t>(c.max_context()) : 512;
   eo.max_chunk = c.max_chunk() ? static_cast<int32_t>(c.max_chunk()) : 64;
-  eo.max_output = static_cast<int32_t>(node->limits_.max_max_tokens);
+  eo.max_output = static_cast<int32_t>(limits_.max_max_tokens);
   eo.threads = static_cast<int32_t>(c.threads());
   eo.require_tokenizer = true;
+  return eo;
+}
+
+Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptions& options) {
+  const config::NodeConfig& c = config_;
+  // Model (fallback when the main one does not load).
+  runtime::EngineOptions eo = options;
   std::filesystem::path model = ov.model.empty() ? Resolve(ov.base_dir, c.model_path())
                                                  : std::filesystem::path(ov.model);
   eo.model_path = model;
@@ -187,16 +211,16 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
     return MakeError(ErrorCode::kConfig, "model " + model.string() + ": " +
                                              engine.error().ToString());
   }
-  node->engine_ = std::move(*engine);
+  engine_ = std::move(*engine);
   // The mapped file must stay as loaded: each turn and chunk checks it (model_guard.h).
-  auto watch = ModelFileWatch::Open(model, node->engine_->model().file().bytes().size());
+  auto watch = ModelFileWatch::Open(model, engine_->model().file().bytes().size());
   if (!watch) return std::unexpected(watch.error());
-  node->model_watch_ = std::move(*watch);
-  node->guarded_ = std::make_unique<GuardedRunner>(*node->engine_, *node->model_watch_);
-  node->tokenizer_ = node->engine_->model().tokenizer();
-  if (node->tokenizer_ == nullptr) return MakeError(ErrorCode::kConfig, "model has no tokenizer");
-  node->model_name_ = model.filename().string();
-  node->model_text_ = node->model_name_;
+  model_watch_ = std::move(*watch);
+  guarded_ = std::make_unique<GuardedRunner>(*engine_, *model_watch_);
+  tokenizer_ = engine_->model().tokenizer();
+  if (tokenizer_ == nullptr) return MakeError(ErrorCode::kConfig, "model has no tokenizer");
+  model_name_ = model.filename().string();
+  model_text_ = model_name_;
   // Memory ladder: the fallback model is mapped only when the ladder asks for it (not
   // when it already serves as the main model because model_path failed to load).
   if (const auto fb = Resolve(ov.base_dir, c.fallback_model_path());
@@ -204,33 +228,36 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
     if (std::filesystem::exists(fb)) {
       runtime::EngineOptions fo = eo;
       fo.model_path = fb;
-      node->fallback_ = std::make_unique<FallbackModel>(fo, node->tokenizer_);
+      fallback_ = std::make_unique<FallbackModel>(fo, tokenizer_);
     } else {
       Log("fallback model %s not found: the memory ladder's fallback step is disabled",
           fb.c_str());
     }
   }
+  return {};
+}
 
+Result<void> Node::WarmUp() {
   // Warm-up: one tiny chunk so first-touch page faults and pool start-up are paid now.
-  {
-    std::vector<runtime::TokenId> tiny = {node->tokenizer_->Bos() >= 0 ? node->tokenizer_->Bos()
-                                                                        : 0};
-    runtime::TurnSpec turn;
-    turn.prompt = tiny;
-    turn.max_tokens = 1;
-    turn.keep_context = false;
-    if (auto r = node->engine_->StartTurn(0, turn); !r) {
-      return MakeError(ErrorCode::kInternal, "warm-up: " + r.error().ToString());
-    }
-    for (int i = 0; i < 4; ++i) {
-      auto r = node->engine_->RunChunk(0, runtime::ChunkKnobs{});
-      if (!r) return MakeError(ErrorCode::kInternal, "warm-up: " + r.error().ToString());
-      if (r->finished) break;
-    }
-    node->engine_->ResetSlot(0);
+  std::vector<runtime::TokenId> tiny = {tokenizer_->Bos() >= 0 ? tokenizer_->Bos() : 0};
+  runtime::TurnSpec turn;
+  turn.prompt = tiny;
+  turn.max_tokens = 1;
+  turn.keep_context = false;
+  if (auto r = engine_->StartTurn(0, turn); !r) {
+    return MakeError(ErrorCode::kInternal, "warm-up: " + r.error().ToString());
   }
+  for (int i = 0; i < 4; ++i) {
+    auto r = engine_->RunChunk(0, runtime::ChunkKnobs{});
+    if (!r) return MakeError(ErrorCode::kInternal, "warm-up: " + r.error().ToString());
+    if (r->finished) break;
+  }
+  engine_->ResetSlot(0);
+  return {};
+}
 
-  // Temperature source.
+Result<void> Node::OpenTemperatureSource(const NodeOverrides& ov) {
+  const config::NodeConfig& c = config_;
   const auto& clock = thermal::SteadyClock::Instance();
   std::unique_ptr<thermal::TemperatureSource> src;
   bool simulated = false;
@@ -267,37 +294,41 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
     if (c.sensor().dds_replay_max_age_ms()) {
       er.max_age_ns = int64_t{c.sensor().dds_replay_max_age_ms()} * 1'000'000;
     }
-    node->env_ = std::make_unique<EnvReplay>(er);
-    src = node->env_->TemperatureSource();
+    env_ = std::make_unique<EnvReplay>(er);
+    src = env_->TemperatureSource();
     simulated = true;
   } else if (kind == config::SENSOR_NONE) {
     src.reset();
   }
   if (ov.temperature) src = std::make_unique<SharedSource>(ov.temperature);
-  if (src) node->temperature_ = std::make_unique<RecordingSource>(std::move(src), simulated);
+  if (src) temperature_ = std::make_unique<RecordingSource>(std::move(src), simulated);
+  return {};
+}
 
-  node->memory_source_ = ov.memory_source;
-  if (!node->memory_source_ && node->env_) {
-    node->memory_source_ = [env = node->env_.get()] { return env->Memory(); };
+void Node::OpenMemorySource(const NodeOverrides& ov) {
+  memory_source_ = ov.memory_source;
+  if (!memory_source_ && env_) {
+    memory_source_ = [env = env_.get()] { return env->Memory(); };
     Log("memory and temperature from ari/v1/sim_environment (SENSOR_DDS_REPLAY)");
-  } else if (node->memory_source_) {
+  } else if (memory_source_) {
     Log("memory reading injected by the caller");
   } else if (auto m = thermal::MemoryMonitor::Create(); m) {
-    node->memory_ = std::make_unique<thermal::MemoryMonitor>(std::move(*m));
+    memory_ = std::make_unique<thermal::MemoryMonitor>(std::move(*m));
   } else {
     Log("memory monitor unavailable: %s", m.error().ToString().c_str());
   }
+}
 
-  // Scheduler.
+Result<void> Node::CreateScheduler(int32_t max_prefill_chunk) {
   qos::SchedulerOptions so;
-  so.policy = node->policy_.get();
-  so.engine = node->guarded_.get();
-  so.clock = &clock;
-  so.sink = node.get();
-  so.temperature = node->temperature_.get();
-  so.max_prefill_chunk = eo.max_chunk;
-  so.fallback = node->fallback_.get();
-  Node* self = node.get();
+  so.policy = policy_.get();
+  so.engine = guarded_.get();
+  so.clock = &thermal::SteadyClock::Instance();
+  so.sink = this;
+  so.temperature = temperature_.get();
+  so.max_prefill_chunk = max_prefill_chunk;
+  so.fallback = fallback_.get();
+  Node* self = this;
   so.memory = [self]() -> std::optional<thermal::MemoryReading> {
     if (self->memory_source_) {
       auto r = self->memory_source_();
@@ -312,9 +343,12 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   };
   auto sched = qos::Scheduler::Create(std::move(so));
   if (!sched) return MakeError(ErrorCode::kInternal, "scheduler: " + sched.error().ToString());
-  node->scheduler_ = std::move(*sched);
+  scheduler_ = std::move(*sched);
+  return {};
+}
 
-  // DDS.
+Result<void> Node::OpenTransport(const NodeOverrides& ov) {
+  const config::NodeConfig& c = config_;
   dds::DomainOptions dopt;
   dopt.domain_id = c.dds().domain_id();
   dopt.config = c.dds().cyclone_config().empty()
@@ -328,7 +362,7 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
     topt.liveliness_lease = std::chrono::milliseconds(c.dds().liveliness_lease_ms());
   }
   std::shared_ptr<dds::Domain> domain = ov.domain;
-  if (!domain && node->env_) {  // the environment reader shares the transport's domain
+  if (!domain && env_) {  // the environment reader shares the transport's domain
     auto d = dds::Domain::Create(dopt);
     if (!d) return std::unexpected(d.error());
     domain = std::move(*d);
@@ -336,35 +370,42 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   auto transport = domain ? NodeTransport::Create(domain, topt)
                           : NodeTransport::Create(dopt, topt);
   if (!transport) return std::unexpected(transport.error());
-  node->transport_ = std::move(*transport);
-  if (node->env_) {
-    if (auto r = node->env_->Start(domain); !r) return std::unexpected(r.error());
+  transport_ = std::move(*transport);
+  if (env_) {
+    if (auto r = env_->Start(domain); !r) return std::unexpected(r.error());
   }
-  Log("%s", node->transport_->Describe().c_str());
-  Log("model %s (%s), fallback %s, policy %s, sensor %s, memory %s",
-      node->model_name_.c_str(), node->engine_->has_pack() ? "pack" : "plain",
-      node->fallback_ ? node->fallback_->path().c_str() : "none", node->policy_->name.c_str(),
-      node->temperature_ ? std::string(node->temperature_->name()).c_str() : "none",
-      node->memory_source_ ? "injected"
-      : node->memory_      ? node->memory_->Describe().c_str()
-                           : "none");
+  return {};
+}
 
-  node->StartScheduler();
-  if (auto r = node->transport_->Start(
+void Node::LogSetup() const {
+  Log("%s", transport_->Describe().c_str());
+  Log("model %s (%s), fallback %s, policy %s, sensor %s, memory %s",
+      model_name_.c_str(), engine_->has_pack() ? "pack" : "plain",
+      fallback_ ? fallback_->path().c_str() : "none", policy_->name.c_str(),
+      temperature_ ? std::string(temperature_->name()).c_str() : "none",
+      memory_source_ ? "injected"
+      : memory_      ? memory_->Describe().c_str()
+                     : "none");
+}
+
+Result<void> Node::GoLive() {
+  StartScheduler();
+  Node* self = this;
+  if (auto r = transport_->Start(
           [self](const ari_Request& r, const RequestInfo& i) { self->OnRequest(r, i); },
           [self](const ari_Cancel& c) { self->OnCancel(c); });
       !r) {
     return std::unexpected(r.error());
   }
   {
-    std::lock_guard<std::mutex> l(node->status_mu_);
-    node->state_ = ari_NODE_READY;
+    std::lock_guard<std::mutex> l(status_mu_);
+    state_ = ari_NODE_READY;
   }
-  node->ready_ms_ = (NowNs() - node->start_ns_) / 1'000'000;
-  node->PublishStatus(ari_NODE_READY);
-  Log("ready in %lld ms (domain %u, node id %s)", static_cast<long long>(node->ready_ms_),
-      c.dds().domain_id(), node->transport_->node_id().c_str());
-  return node;
+  ready_ms_ = (NowNs() - start_ns_) / 1'000'000;
+  PublishStatus(ari_NODE_READY);
+  Log("ready in %lld ms (domain %u, node id %s)", static_cast<long long>(ready_ms_),
+      config_.dds().domain_id(), transport_->node_id().c_str());
+  return {};
 }
 
 Node::~Node() {

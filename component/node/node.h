@@ -99,7 +99,34 @@ class Node final : public qos::ChunkSink {
   class RecordingSource;
 
   Node() = default;
+  // The steps of Create(), in order.
+  Result<void> InitLimits(const NodeOverrides& ov);  // limits, rate limiter, identities
+  Result<void> LoadPolicy(const NodeOverrides& ov);
+  runtime::EngineOptions EngineOptionsFromConfig() const;
+  // The engine (from the fallback model when the main one does not load), its file
+  // watch, the tokenizer, and the memory ladder's fallback model.
+  Result<void> LoadModel(const NodeOverrides& ov, const runtime::EngineOptions& options);
+  Result<void> WarmUp();
+  Result<void> OpenTemperatureSource(const NodeOverrides& ov);
+  void OpenMemorySource(const NodeOverrides& ov);
+  Result<void> CreateScheduler(int32_t max_prefill_chunk);
+  Result<void> OpenTransport(const NodeOverrides& ov);
+  void LogSetup() const;
+  Result<void> GoLive();  // scheduler thread, intake, READY
   void OnRequest(const ari_Request& request, const RequestInfo& info);
+  // The steps of OnRequest(). security.critical_identity_certs: may this requester ask
+  // CRITICAL?
+  bool MayAskCritical(const ari_Request& request, const RequestInfo& info) const;
+  // Duplicates, early cancels, rate limit (takes mu_). False: ignore the request (a
+  // duplicate of a live one); else *refuse != OK says how to answer it and *why why.
+  bool ScreenRequest(const std::string& rid, const std::string& cid, int64_t now,
+                     ari_Status* refuse, std::string* why);
+  // Registers the request as live under a new id (sr.id; a zero seed becomes one).
+  uint64_t AddLive(const ari_Request& request, const std::string& rid, const std::string& cid,
+                   int64_t now, qos::SchedRequest& sr);
+  // The terminal for a request the scheduler did not admit.
+  void RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st,
+                          qos::Urgency urgency);
   void OnCancel(const ari_Cancel& cancel);
   void Refuse(const ari_Request& request, ari_Status status, std::string_view message);
   Result<std::vector<runtime::TokenId>> Tokenize(const ari_Request& request) const;

@@ -1,37 +1,25 @@
-// Node: admission, streaming (ChunkSink -> TokenChunks), NodeStatus, signals.
-#include <poll.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
-
+// Node: admission, streaming (ChunkSink -> TokenChunks). NodeStatus, signals and the
+// drain: node_serve.cc.
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <ctime>
 
 #include "component/node/node.h"
+#include "component/node/node_log.h"
 #include "runtime/core/utf8.h"
 #include "thermal/clock.h"
 
 namespace ari::component {
 namespace {
 
-int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
+using node_internal::Log;
+using node_internal::NowNs;
 
 int64_t RealtimeNs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-void Log(const char* fmt, auto... args) {
-  std::fprintf(stderr, "[ari-node] ");
-  if constexpr (sizeof...(args) == 0) {
-    std::fputs(fmt, stderr);  // clang: -Wformat-security on a non-literal without args
-  } else {
-    std::fprintf(stderr, fmt, args...);
-  }
-  std::fputc('\n', stderr);
 }
 
 qos::Urgency ToQos(ari_Urgency u) {
@@ -45,6 +33,30 @@ qos::Urgency ToQos(ari_Urgency u) {
 
 uint32_t Us(int64_t ns) {
   return ns <= 0 ? 0 : static_cast<uint32_t>(std::min<int64_t>(ns / 1000, UINT32_MAX));
+}
+
+// The scheduler's request for an admitted one; its deadline counts from the sample's
+// source timestamp when there is one.
+qos::SchedRequest MakeSchedRequest(const ari_Request& request, const RequestInfo& info,
+                                   int64_t now, std::vector<runtime::TokenId> tokens) {
+  qos::SchedRequest sr;
+  sr.urgency = ToQos(request.urgency);
+  sr.prompt = std::move(tokens);
+  sr.max_tokens = static_cast<int32_t>(request.max_tokens);
+  sr.session_id = request.session_id;
+  if (request.deadline_ms > 0) {
+    const int64_t age = info.source_timestamp_ns > 0
+                            ? std::max<int64_t>(0, RealtimeNs() - info.source_timestamp_ns)
+                            : 0;
+    sr.deadline_ns = now - age + static_cast<int64_t>(request.deadline_ms) * 1'000'000;
+  }
+  const ari_Sampling& s = request.sampling;
+  sr.sampling.temperature = s.temperature;
+  sr.sampling.top_p = (s.top_p <= 0.0f) ? 1.0f : s.top_p;
+  sr.sampling.top_k = static_cast<int32_t>(std::min<uint32_t>(s.top_k, INT32_MAX));
+  sr.sampling.repeat_penalty = s.repetition_penalty <= 0.0f ? 1.0f : s.repetition_penalty;
+  sr.sampling.seed = s.seed;
+  return sr;
 }
 
 }  // namespace
@@ -90,16 +102,9 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   if (draining_.load()) return Refuse(request, ari_STATUS_SHUTDOWN, "node is shutting down");
   Verdict v = ValidateRequest(request, limits_);
   if (!v.ok()) return Refuse(request, v.status, v.message);
-  if (!critical_prefixes_.empty() && dds::RawEnum(request.urgency) == ari_URGENCY_CRITICAL) {
-    // Only identities listed in security.critical_identity_certs may ask CRITICAL.
-    bool allowed = false;
-    for (const GuidPrefix6& p : critical_prefixes_) {
-      allowed = allowed || (info.requester_known && GuidHasPrefix(info.requester.v, p));
-    }
-    if (!allowed) {
-      return Refuse(request, ari_STATUS_FORBIDDEN,
-                    "CRITICAL not allowed for this client identity (security.critical_identity_certs)");
-    }
+  if (!MayAskCritical(request, info)) {
+    return Refuse(request, ari_STATUS_FORBIDDEN,
+                  "CRITICAL not allowed for this client identity (security.critical_identity_certs)");
   }
   const std::string rid(dds::FixedView(request.request_id));
   const std::string cid(dds::FixedView(request.client_id));
@@ -107,25 +112,7 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   // Refusals are published after mu_ is released (lock order: transport, then mu_).
   ari_Status refuse = ari_STATUS_OK;
   std::string why;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (by_request_id_.contains(rid)) {
-      // Answering would put a second terminal into the live request's stream (same key).
-      Log("duplicate of live request %s ignored", rid.c_str());
-      return;
-    }
-    if (!recent_ids_.Insert(rid)) {
-      refuse = ari_STATUS_REJECTED;
-      why = "duplicate request id";
-    } else if (early_cancels_.Contains(rid)) {  // its cancel came first (separate topics)
-      early_cancels_.Erase(rid);
-      refuse = ari_STATUS_CANCELLED;
-      why = "cancelled before admission";
-    } else if (!rate_->Allow(cid, now)) {
-      refuse = ari_STATUS_REJECTED;
-      why = "rate limit for client " + cid;
-    }
-  }
+  if (!ScreenRequest(rid, cid, now, &refuse, &why)) return;
   if (refuse != ari_STATUS_OK) return Refuse(request, refuse, why);
   auto tokens = Tokenize(request);
   if (!tokens) return Refuse(request, ari_STATUS_INVALID, tokens.error().message);
@@ -134,23 +121,59 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
     return Refuse(request, ari_STATUS_INVALID, "prompt tokens + max_tokens exceed the context");
   }
 
-  qos::SchedRequest sr;
-  sr.urgency = ToQos(request.urgency);
-  sr.prompt = std::move(*tokens);
-  sr.max_tokens = static_cast<int32_t>(request.max_tokens);
-  sr.session_id = request.session_id;
-  if (request.deadline_ms > 0) {
-    const int64_t age = info.source_timestamp_ns > 0
-                            ? std::max<int64_t>(0, RealtimeNs() - info.source_timestamp_ns)
-                            : 0;
-    sr.deadline_ns = now - age + static_cast<int64_t>(request.deadline_ms) * 1'000'000;
+  qos::SchedRequest sr = MakeSchedRequest(request, info, now, std::move(*tokens));
+  const uint64_t id = AddLive(request, rid, cid, now, sr);
+  qos::SubmitStatus st;
+  const qos::Urgency sr_urgency = sr.urgency;
+  {
+    std::lock_guard<std::mutex> l(admit_mu_);
+    st = scheduler_->Submit(std::move(sr));
   }
-  const ari_Sampling& s = request.sampling;
-  sr.sampling.temperature = s.temperature;
-  sr.sampling.top_p = (s.top_p <= 0.0f) ? 1.0f : s.top_p;
-  sr.sampling.top_k = static_cast<int32_t>(std::min<uint32_t>(s.top_k, INT32_MAX));
-  sr.sampling.repeat_penalty = s.repetition_penalty <= 0.0f ? 1.0f : s.repetition_penalty;
-  sr.sampling.seed = s.seed;
+  if (st == qos::SubmitStatus::kAdmitted) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    live_.erase(id);
+    by_request_id_.erase(rid);
+  }
+  RefuseNotSubmitted(request, st, sr_urgency);
+}
+
+bool Node::MayAskCritical(const ari_Request& request, const RequestInfo& info) const {
+  if (critical_prefixes_.empty() || dds::RawEnum(request.urgency) != ari_URGENCY_CRITICAL) {
+    return true;
+  }
+  // Only identities listed in security.critical_identity_certs may ask CRITICAL.
+  bool allowed = false;
+  for (const GuidPrefix6& p : critical_prefixes_) {
+    allowed = allowed || (info.requester_known && GuidHasPrefix(info.requester.v, p));
+  }
+  return allowed;
+}
+
+bool Node::ScreenRequest(const std::string& rid, const std::string& cid, int64_t now,
+                         ari_Status* refuse, std::string* why) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (by_request_id_.contains(rid)) {
+    // Answering would put a second terminal into the live request's stream (same key).
+    Log("duplicate of live request %s ignored", rid.c_str());
+    return false;
+  }
+  if (!recent_ids_.Insert(rid)) {
+    *refuse = ari_STATUS_REJECTED;
+    *why = "duplicate request id";
+  } else if (early_cancels_.Contains(rid)) {  // its cancel came first (separate topics)
+    early_cancels_.Erase(rid);
+    *refuse = ari_STATUS_CANCELLED;
+    *why = "cancelled before admission";
+  } else if (!rate_->Allow(cid, now)) {
+    *refuse = ari_STATUS_REJECTED;
+    *why = "rate limit for client " + cid;
+  }
+  return true;
+}
+
+uint64_t Node::AddLive(const ari_Request& request, const std::string& rid,
+                       const std::string& cid, int64_t now, qos::SchedRequest& sr) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -165,24 +188,17 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
     by_request_id_.emplace(rid, id);
   }
   sr.id = id;
-  qos::SubmitStatus st;
-  const qos::Urgency sr_urgency = sr.urgency;
-  {
-    std::lock_guard<std::mutex> l(admit_mu_);
-    st = scheduler_->Submit(std::move(sr));
-  }
-  if (st == qos::SubmitStatus::kAdmitted) return;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    live_.erase(id);
-    by_request_id_.erase(rid);
-  }
+  return id;
+}
+
+void Node::RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st,
+                              qos::Urgency urgency) {
   switch (st) {
     case qos::SubmitStatus::kBusy:
       // A CRITICAL request is refused only when no lower-class request is left to evict
       // (qos/request_queue.h): say so, the overload test relies on it.
       return Refuse(request, ari_STATUS_BUSY,
-                    sr_urgency == qos::Urgency::kCritical
+                    urgency == qos::Urgency::kCritical
                         ? "queue full: every queued request is CRITICAL (nothing to evict)"
                         : "queue full");
     case qos::SubmitStatus::kShutdown:
@@ -372,128 +388,6 @@ void Node::OnFallback(const qos::FallbackEvent& ev) {
     st = state_;
   }
   PublishStatus(st);
-}
-
-void Node::PublishStatus(ari_NodeState state) {
-  ari_NodeStatus s{};
-  std::lock_guard<std::mutex> sl(status_mu_);
-  state_ = state;
-  dds::CopyFixed(transport_->node_id(), s.node_id);
-  s.state = state;
-  s.uptime_ms = static_cast<uint64_t>((NowNs() - start_ns_) / 1'000'000);
-  s.status_seq = ++status_seq_;
-  s.temperature_c = TemperatureC();
-  s.sensor_state = SensorWireState();
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    dds::CopyFixed(std::string_view(decision_text_).substr(0, sizeof s.decision - 1), s.decision);
-    const std::string model_fault = model_watch_ && model_watch_->changed() ? model_watch_->Check()
-                                                                           : std::string();
-    const std::string_view reason = model_fault.empty() ? reason_text_ : model_fault;
-    dds::CopyFixed(reason.substr(0, sizeof s.reason - 1), s.reason);
-    dds::CopyFixed(std::string_view(model_text_).substr(0, sizeof s.model - 1), s.model);
-  }
-  const auto depths = scheduler_->QueueDepths();
-  // ari Urgency index: BACKGROUND 0 .. CRITICAL 3; qos rank: CRITICAL 0 .. BACKGROUND 3.
-  for (int r = 0; r < qos::kNumUrgencies; ++r) s.queue_depth[3 - r] = depths[r];
-  s.sessions_in_use = static_cast<uint32_t>(
-      std::min<size_t>(scheduler_->live_requests(), engine_->num_slots()));
-  s.sessions_total = static_cast<uint32_t>(engine_->num_slots());
-  s.memory_available_bytes = memory_available_.load();
-  s.tokens_per_s = tokens_per_s_;
-  const std::string pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
-  dds::CopyFixed(pack, s.pack);
-  (void)transport_->PublishStatus(s);
-}
-
-Result<void> Node::ReloadPolicy() {
-  auto p = qos::LoadPolicyFile(policy_path_);
-  if (!p) return MakeError(ErrorCode::kConfig, p.error().ToString());
-  if (p->thermal_bands.size() != policy_->thermal_bands.size() ||
-      p->memory_bands.size() != policy_->memory_bands.size()) {
-    return MakeError(ErrorCode::kConfig, "band count changed: restart the node to apply");
-  }
-  // The scheduler reads the policy between steps: swap it while its thread is stopped.
-  StopScheduler();
-  {
-    std::lock_guard<std::mutex> l(admit_mu_);
-    *policy_ = std::move(*p);
-  }
-  StartScheduler();
-  return {};
-}
-
-void Node::RequestStop() { stop_requested_.store(true); }
-
-int Node::Serve(int signal_fd) {
-  const int period_ms =
-      config_.status_period_ms() ? static_cast<int>(config_.status_period_ms()) : 1000;
-  uint64_t last_tokens = tokens_total_.load();
-  int64_t last_ns = NowNs();
-  bool stop = false;
-  while (!stop && !stop_requested_.load()) {
-    pollfd pfd{signal_fd, POLLIN, 0};
-    const int n = signal_fd >= 0 ? poll(&pfd, 1, std::min(period_ms, 200)) : (usleep(50'000), 0);
-    if (n > 0 && (pfd.revents & POLLIN)) {
-      signalfd_siginfo si{};
-      if (read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        if (si.ssi_signo == SIGHUP) {
-          if (auto r = ReloadPolicy(); r) {
-            Log("SIGHUP: policy %s reloaded (%s)", policy_path_.c_str(), policy_->name.c_str());
-          } else {
-            Log("SIGHUP: policy reload failed, keeping the old policy: %s",
-                r.error().ToString().c_str());
-          }
-        } else {
-          Log("signal %u: shutting down (%s in-flight requests)", si.ssi_signo,
-              config_.shutdown_mode() == config::SHUTDOWN_CANCEL ? "cancel" : "finish");
-          stop = true;
-        }
-      }
-    }
-    const int64_t now = NowNs();
-    if (now - last_ns >= static_cast<int64_t>(period_ms) * 1'000'000) {
-      const uint64_t t = tokens_total_.load();
-      tokens_per_s_ = static_cast<float>((t - last_tokens) / ((now - last_ns) * 1e-9));
-      last_tokens = t;
-      last_ns = now;
-      PublishStatus(ari_NODE_READY);
-    }
-  }
-  Drain(signal_fd);
-  return 0;
-}
-
-void Node::Drain(int signal_fd) {
-  draining_.store(true);
-  PublishStatus(ari_NODE_DRAINING);
-  if (config_.shutdown_mode() == config::SHUTDOWN_FINISH) {
-    const int64_t timeout_ns =
-        static_cast<int64_t>(config_.shutdown_timeout_ms() ? config_.shutdown_timeout_ms() : 30000) *
-        1'000'000;
-    const int64_t until = NowNs() + timeout_ns;
-    while (scheduler_->live_requests() > 0 && NowNs() < until) {
-      pollfd pfd{signal_fd, POLLIN, 0};
-      if (signal_fd >= 0 && poll(&pfd, 1, 20) > 0) {
-        signalfd_siginfo si{};
-        if (read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si) &&
-            si.ssi_signo != SIGHUP) {
-          Log("second signal: cancelling what remains");
-          break;
-        }
-      } else if (signal_fd < 0) {
-        usleep(20'000);
-      }
-    }
-  }
-  StopScheduler();
-  transport_->Stop();  // no more requests after this point
-  scheduler_->Shutdown("node shutting down");
-  PublishStatus(ari_NODE_STOPPED);
-  const NodeTransportStats ts = transport_->stats();
-  Log("stopped (%llu tokens served; %llu chunks published, %llu of them via iceoryx loans)",
-      static_cast<unsigned long long>(tokens_total_.load()),
-      static_cast<unsigned long long>(ts.chunks), static_cast<unsigned long long>(ts.chunks_loaned));
 }
 
 }  // namespace ari::component

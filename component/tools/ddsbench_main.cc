@@ -162,104 +162,126 @@ pid_t StartRoudi(const fs::path& log) {
   return 0;
 }
 
+void Fail(PhaseResult* r, const std::string& why) { dds::CopyFixed(why, r->error); }
+
+void WriteNodeConfig(const fs::path& dir, const Args& a, bool shm, const std::string& cyclone) {
+  std::ofstream cfg(dir / "node.textproto");
+  cfg << "model_path: \"" << fs::absolute(a.model).string() << "\"\n"
+      << "policy_path: \"" << SourceConfig("policy_default.textproto").string() << "\"\n"
+      << "dds { domain_id: " << a.domain << " cyclone_config: \"" << cyclone
+      << "\" shared_memory: " << (shm ? "true" : "false") << " }\n"
+      << "session_slots: 2\nmax_context: 512\nthreads: 1\nstatus_period_ms: 1000\n"
+      << "limits { max_max_tokens: 256 client_rate_per_s: 0 }\n"
+      // Simulated cool die: the governor stays in its "normal" band (no pacing pauses;
+      // without a sensor it runs conservative and paces), so node TTFT ~ engine TTFT.
+      << "sensor { kind: SENSOR_RC_MODEL }\n";
+}
+
+// The requests through the client library, `measuring` after the warm-up ones: time to
+// first chunk at the client and at the node.
+void AskRequests(const Args& a, ari::component::Client& client, std::atomic<bool>& measuring,
+                 PhaseResult* r) {
+  ari::component::AskParams p;
+  p.prompt = a.prompt;
+  p.max_tokens = a.max_tokens;
+  // CRITICAL: no pacing pauses in the cool band, the engine runs flat out (2 threads);
+  // NORMAL: short pacing pauses between chunks leave the CPU to the DDS threads.
+  p.urgency = a.urgency == "normal" ? ari_URGENCY_NORMAL : ari_URGENCY_CRITICAL;
+  const int warmup = 5;
+  for (int i = 0; i < warmup + a.requests && i - warmup < 512; ++i) {
+    measuring.store(i >= warmup);
+    const auto t0 = Clock::now();
+    auto s = client.Ask(p);
+    if (!s) {
+      Fail(r, "ask: " + s.error().ToString());
+      break;
+    }
+    auto first = s->Next(std::chrono::seconds(30));
+    const auto t1 = Clock::now();
+    if (!first) {
+      Fail(r, "first chunk: " + first.error().ToString());
+      break;
+    }
+    ari_TokenChunk last = *first;
+    while (!last.terminal) {
+      auto c = s->Next(std::chrono::seconds(30));
+      if (!c) break;
+      last = *c;
+    }
+    if (i >= warmup && last.terminal && dds::RawEnum(last.status) == ari_STATUS_DONE) {
+      r->client_ttft_us[r->n_ttft] = std::chrono::duration<double, std::micro>(t1 - t0).count();
+      r->node_ttft_us[r->n_ttft] = last.timing.time_to_first_token_us;
+      ++r->n_ttft;
+    }
+  }
+}
+
+// The client and, next to it, a raw chunk reader (every chunk with its sample info:
+// publication -> reception latency) on the node's domain. False when the domain or the
+// raw reader could not be set up (r->error says why).
+bool MeasureOverDds(const Args& a, const fs::path& dir, const std::string& cyclone,
+                    PhaseResult* r) {
+  dds::DomainOptions d;
+  d.domain_id = static_cast<uint32_t>(a.domain);
+  d.config = "file://" + cyclone;
+  auto domain = dds::Domain::Create(d);
+  auto fail = [r](const std::string& why) {
+    Fail(r, why);
+    return false;
+  };
+  if (!domain) return fail(domain.error().ToString());
+  // Raw reader next to the client: sees every chunk with its sample info.
+  auto pp = dds::Participant::Create(*domain);
+  if (!pp) return fail(pp.error().ToString());
+  auto topic = dds::Topic::Create(*pp, dds::TopicKind::kTokenChunk);
+  if (!topic) return fail(topic.error().ToString());
+  auto reader = dds::Reader::Create(*pp, *topic);
+  if (!reader) return fail(reader.error().ToString());
+  auto cond = dds::ReadCondition::Create(*reader);
+  auto ws = dds::WaitSet::Create(*pp);
+  if (!cond || !ws || !ws->Attach(cond->handle(), 1)) return fail("raw reader setup failed");
+  std::atomic<bool> measuring{false}, stop{false};
+  std::thread taker([&] {
+    dds_attach_t fired[1];
+    while (!stop.load()) {
+      auto n = ws->Wait(fired, std::chrono::milliseconds(100));
+      if (!n || *n == 0) continue;
+      (void)reader->TakeLoaned(16, [&](const void* s, const dds_sample_info_t& info) {
+        const dds_time_t now = dds_time();
+        if (s == nullptr || !measuring.load() || r->n_lat >= kMaxSamples) return;
+        r->latency_us[r->n_lat++] = static_cast<double>(now - info.source_timestamp) / 1e3;
+      });
+    }
+  });
+  ari::component::ClientOptions o;
+  o.client_id = "ddsbench";
+  o.node_timeout = std::chrono::seconds(30);
+  auto client = ari::component::Client::Connect(*domain, o);
+  if (client && (*client)->WaitForNode(std::chrono::seconds(60))) {
+    r->shm_chunk_reader = (*client)->chunk_shared_memory();
+    r->shm_request_writer = (*client)->request_shared_memory();
+    AskRequests(a, **client, measuring, r);
+    r->loaned_requests = (*client)->request_stats().loaned_writes;
+    r->ok = r->n_ttft > 0 && r->error[0] == '\0';
+  } else {
+    Fail(r, client ? "node not seen (log " + (dir / "node.log").string() + ")" : client.error().ToString());
+  }
+  stop.store(true);
+  taker.join();
+  return true;
+}
+
 // Phase child: node + client + raw chunk reader; fills *r.
 void RunPhase(const Args& a, bool shm, PhaseResult* r) {
   const fs::path dir = fs::temp_directory_path() / ("ari-ddsbench-" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string cyclone = SourceConfig(shm ? "cyclonedds-shm.xml" : "cyclonedds-lo.xml").string();
-  {
-    std::ofstream cfg(dir / "node.textproto");
-    cfg << "model_path: \"" << fs::absolute(a.model).string() << "\"\n"
-        << "policy_path: \"" << SourceConfig("policy_default.textproto").string() << "\"\n"
-        << "dds { domain_id: " << a.domain << " cyclone_config: \"" << cyclone
-        << "\" shared_memory: " << (shm ? "true" : "false") << " }\n"
-        << "session_slots: 2\nmax_context: 512\nthreads: 1\nstatus_period_ms: 1000\n"
-        << "limits { max_max_tokens: 256 client_rate_per_s: 0 }\n"
-        // Simulated cool die: the governor stays in its "normal" band (no pacing pauses;
-        // without a sensor it runs conservative and paces), so node TTFT ~ engine TTFT.
-        << "sensor { kind: SENSOR_RC_MODEL }\n";
-  }
+  WriteNodeConfig(dir, a, shm, cyclone);
   const pid_t node = Spawn({(SelfDir() / "ari-node").string(), "--config",
                             (dir / "node.textproto").string()},
                            dir / "node.log");
-  auto fail = [&](const std::string& why) { dds::CopyFixed(why, r->error); };
-  {
-    dds::DomainOptions d;
-    d.domain_id = static_cast<uint32_t>(a.domain);
-    d.config = "file://" + cyclone;
-    auto domain = dds::Domain::Create(d);
-    if (!domain) return fail(domain.error().ToString());
-    // Raw reader next to the client: sees every chunk with its sample info.
-    auto pp = dds::Participant::Create(*domain);
-    if (!pp) return fail(pp.error().ToString());
-    auto topic = dds::Topic::Create(*pp, dds::TopicKind::kTokenChunk);
-    if (!topic) return fail(topic.error().ToString());
-    auto reader = dds::Reader::Create(*pp, *topic);
-    if (!reader) return fail(reader.error().ToString());
-    auto cond = dds::ReadCondition::Create(*reader);
-    auto ws = dds::WaitSet::Create(*pp);
-    if (!cond || !ws || !ws->Attach(cond->handle(), 1)) return fail("raw reader setup failed");
-    std::atomic<bool> measuring{false}, stop{false};
-    std::thread taker([&] {
-      dds_attach_t fired[1];
-      while (!stop.load()) {
-        auto n = ws->Wait(fired, std::chrono::milliseconds(100));
-        if (!n || *n == 0) continue;
-        (void)reader->TakeLoaned(16, [&](const void* s, const dds_sample_info_t& info) {
-          const dds_time_t now = dds_time();
-          if (s == nullptr || !measuring.load() || r->n_lat >= kMaxSamples) return;
-          r->latency_us[r->n_lat++] = static_cast<double>(now - info.source_timestamp) / 1e3;
-        });
-      }
-    });
-    ari::component::ClientOptions o;
-    o.client_id = "ddsbench";
-    o.node_timeout = std::chrono::seconds(30);
-    auto client = ari::component::Client::Connect(*domain, o);
-    if (client && (*client)->WaitForNode(std::chrono::seconds(60))) {
-      r->shm_chunk_reader = (*client)->chunk_shared_memory();
-      r->shm_request_writer = (*client)->request_shared_memory();
-      ari::component::AskParams p;
-      p.prompt = a.prompt;
-      p.max_tokens = a.max_tokens;
-      // CRITICAL: no pacing pauses in the cool band, the engine runs flat out (2 threads);
-      // NORMAL: short pacing pauses between chunks leave the CPU to the DDS threads.
-      p.urgency = a.urgency == "normal" ? ari_URGENCY_NORMAL : ari_URGENCY_CRITICAL;
-      const int warmup = 5;
-      for (int i = 0; i < warmup + a.requests && i - warmup < 512; ++i) {
-        measuring.store(i >= warmup);
-        const auto t0 = Clock::now();
-        auto s = (*client)->Ask(p);
-        if (!s) {
-          fail("ask: " + s.error().ToString());
-          break;
-        }
-        auto first = s->Next(std::chrono::seconds(30));
-        const auto t1 = Clock::now();
-        if (!first) {
-          fail("first chunk: " + first.error().ToString());
-          break;
-        }
-        ari_TokenChunk last = *first;
-        while (!last.terminal) {
-          auto c = s->Next(std::chrono::seconds(30));
-          if (!c) break;
-          last = *c;
-        }
-        if (i >= warmup && last.terminal && dds::RawEnum(last.status) == ari_STATUS_DONE) {
-          r->client_ttft_us[r->n_ttft] = std::chrono::duration<double, std::micro>(t1 - t0).count();
-          r->node_ttft_us[r->n_ttft] = last.timing.time_to_first_token_us;
-          ++r->n_ttft;
-        }
-      }
-      r->loaned_requests = (*client)->request_stats().loaned_writes;
-      r->ok = r->n_ttft > 0 && r->error[0] == '\0';
-    } else {
-      fail(client ? "node not seen (log " + (dir / "node.log").string() + ")" : client.error().ToString());
-    }
-    stop.store(true);
-    taker.join();
-  }
+  // A failed setup returns at once: the node is left running, its directory in place.
+  if (!MeasureOverDds(a, dir, cyclone, r)) return;
   if (StopPid(node) != 0) std::fprintf(stderr, "ari-node did not exit 0 (log %s)\n", (dir / "node.log").c_str());
   fs::remove_all(dir);
 }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "component/node/node.h"
@@ -25,12 +26,14 @@ void Usage() {
                "                [--cyclone-config PATH]\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace ari::component;
+struct NodeArgs {
   std::string config_path;
-  NodeOverrides ov;
+  ari::component::NodeOverrides ov;
+};
+
+// The exit code when the tool stops here (--help: 0, bad usage: 1); nullopt to go on.
+std::optional<int> ParseArgs(int argc, char** argv, NodeArgs& args) {
+  ari::component::NodeOverrides& ov = args.ov;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -39,7 +42,7 @@ int main(int argc, char** argv) {
       Usage();
       return 0;
     } else if (a == "--config" && (v = next())) {
-      config_path = v;
+      args.config_path = v;
     } else if (a == "--model" && (v = next())) {
       ov.model = v;
     } else if (a == "--policy" && (v = next())) {
@@ -54,25 +57,24 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (config_path.empty()) {
+  if (args.config_path.empty()) {
     Usage();
     return 1;
   }
-  auto config = LoadNodeConfig(config_path);
-  if (!config) {
-    std::fprintf(stderr, "ari-node: %s\n", config.error().ToString().c_str());
-    return 1;
-  }
-  ov.base_dir = std::filesystem::absolute(config_path).parent_path();
+  return std::nullopt;
+}
 
-  // Sandbox while still single-threaded: every thread started later inherits it.
+// Sandbox while still single-threaded: every thread started later inherits it. False
+// when it failed (said on stderr).
+bool EnterNodeSandbox(const ari::config::NodeConfig& config, const std::filesystem::path& base_dir) {
+  using namespace ari::component;
   SandboxOptions sandbox;
-  sandbox.landlock = !config->privileges().no_landlock();
-  for (const auto& d : config->privileges().writable_dirs()) {
+  sandbox.landlock = !config.privileges().no_landlock();
+  for (const auto& d : config.privileges().writable_dirs()) {
     std::filesystem::path p(d);
-    sandbox.writable_dirs.push_back(p.is_absolute() ? p : ov.base_dir / p);
+    sandbox.writable_dirs.push_back(p.is_absolute() ? p : base_dir / p);
   }
-  if (config->dds().shared_memory()) {  // iceoryx: shared memory files + RouDi sockets
+  if (config.dds().shared_memory()) {  // iceoryx: shared memory files + RouDi sockets
     sandbox.writable_dirs.push_back("/dev/shm");
     sandbox.writable_dirs.push_back("/tmp");
     // iceoryx names its threads (pthread_setname_np writes /proc/<pid>/task/<tid>/comm)
@@ -82,11 +84,15 @@ int main(int argc, char** argv) {
   auto sandboxed = EnterSandbox(sandbox);
   if (!sandboxed) {
     std::fprintf(stderr, "ari-node: sandbox: %s\n", sandboxed.error().ToString().c_str());
-    return 2;
+    return false;
   }
   std::fprintf(stderr, "[ari-node] sandbox: %s\n", sandboxed->note.c_str());
+  return true;
+}
 
-  // Signals are handled synchronously through a signalfd: nothing runs in a handler.
+// Signals are handled synchronously through a signalfd: nothing runs in a handler.
+// Returns the signalfd, -1 when it failed (said on stderr).
+int BlockSignals() {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
@@ -94,13 +100,32 @@ int main(int argc, char** argv) {
   sigaddset(&mask, SIGHUP);
   if (pthread_sigmask(SIG_BLOCK, &mask, nullptr) != 0) {
     std::fprintf(stderr, "ari-node: cannot block signals\n");
-    return 2;
+    return -1;
   }
   const int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
   if (sfd < 0) {
     std::fprintf(stderr, "ari-node: signalfd: %s\n", std::strerror(errno));
-    return 2;
+    return -1;
   }
+  return sfd;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ari::component;
+  NodeArgs args;
+  if (const std::optional<int> rc = ParseArgs(argc, argv, args)) return *rc;
+  NodeOverrides& ov = args.ov;
+  auto config = LoadNodeConfig(args.config_path);
+  if (!config) {
+    std::fprintf(stderr, "ari-node: %s\n", config.error().ToString().c_str());
+    return 1;
+  }
+  ov.base_dir = std::filesystem::absolute(args.config_path).parent_path();
+  if (!EnterNodeSandbox(*config, ov.base_dir)) return 2;
+  const int sfd = BlockSignals();
+  if (sfd < 0) return 2;
   auto node = Node::Create(*config, ov);
   if (!node) {
     std::fprintf(stderr, "ari-node: %s\n", node.error().ToString().c_str());

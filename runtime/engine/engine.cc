@@ -10,6 +10,7 @@
 
 #include <sys/mman.h>
 
+#include "runtime/engine/engine_plan.h"
 #include "runtime/engine/fast_forward.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
@@ -22,8 +23,6 @@
 namespace ari::runtime {
 
 namespace {
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 struct Slot {
   KvCacheView kv;
@@ -99,6 +98,10 @@ class EngineImpl final : public Engine {
   Result<void> ApplyKv(Slot& s, KvType want, ChunkResult& r);
   // Context cap: keeps pinned prefix + most recent tokens; true when it shrank the slot.
   bool Shrink(Slot& s, int32_t cap);
+  // The steps of Init(): the model (and its pack); the arena, planned (engine_plan.h)
+  // and cut into the forward pass's workspace, the slots and the layer drop mask.
+  Result<void> LoadModel(const EngineOptions& o);
+  Result<void> CarveArena(const EngineOptions& o, const ArenaLayout& a);
   void SetUpPrefetch(LayerPrefetch mode);
   Result<const float*> Forward(Slot& s, int32_t n, Precision p);
   // Samples from logits, appends the token; returns true when the turn finished.
@@ -131,20 +134,8 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     return MakeError(ErrorCode::kInvalidArgument, "engine: slots, max_chunk, max_output and "
                                                   "context_length must be positive");
   }
-  ModelLoadOptions lo;
-  lo.require_tokenizer = o.require_tokenizer;
-  auto m = Model::Load(o.model_path, lo);
-  if (!m) return std::unexpected(m.error());
-  model_ = std::move(*m);
+  if (auto r = LoadModel(o); !r) return r;
   const ModelConfig& c = model_->config();
-  if (IsPack(model_->file())) {
-    auto pw = BindPack(model_->file(), c);
-    if (!pw) return std::unexpected(pw.error());
-    packed_ = std::move(*pw);
-  } else {
-    std::fprintf(stderr, "ari: %s is a plain GGUF: reference precision only (precision "
-                         "switching needs a pack: ari-pack)\n", o.model_path.c_str());
-  }
   if (o.kv_type == KvType::kInt8 && (!packed_ || KvCacheView::Int8Group(c) == 0)) {
     return MakeError(ErrorCode::kUnsupported, "engine: INT8 KV needs a pack and head_dim % 4 == 0");
   }
@@ -156,36 +147,47 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   if (!pool) return std::unexpected(pool.error());
   pool_ = std::move(*pool);
   threads_ = participants;
-  // Arena plan.
-  const uint64_t ws = packed_ ? FastForward::WorkspaceBytes(c, o.max_chunk, ctx_, participants, align_) : 0;
-  const uint64_t kv = packed_ ? AlignUp(KvCacheView::Bytes(c, o.kv_type, ctx_), align_) : 0;
-  const uint64_t hist = AlignUp(static_cast<uint64_t>(ctx_) * sizeof(TokenId), align_);
-  const uint64_t outb = AlignUp(static_cast<uint64_t>(o.max_output) * sizeof(TokenId), align_);
-  const uint64_t mask = AlignUp(static_cast<uint64_t>(c.n_layers), align_);
-  plan_.parts.push_back({"activations + scratch", ws});
-  for (int32_t i = 0; i < o.slots; ++i) {
-    plan_.parts.push_back({"slot " + std::to_string(i) + " KV (" + std::string(KvTypeName(o.kv_type)) + ")", kv});
-    plan_.parts.push_back({"slot " + std::to_string(i) + " tokens", hist + outb});
-  }
-  plan_.parts.push_back({"layer drop mask", mask});
-  if (packed_ && o.kv_type != KvType::kInt8 && KvCacheView::Int8Group(c) > 0) {
-    plan_.notes.push_back(
-        "a slot converted to INT8 KV in place uses " +
-        std::to_string(KvCacheView::Bytes(c, KvType::kInt8, ctx_)) + " of its " +
-        std::to_string(KvCacheView::Bytes(c, o.kv_type, ctx_)) + " KV bytes (group " +
-        std::to_string(KvCacheView::Int8Group(c)) + "); the rest is released (MADV_DONTNEED)");
-  }
-  plan_.total_bytes = 0;
-  for (const auto& p : plan_.parts) plan_.total_bytes += p.bytes;
+  const ArenaLayout layout = PlanArena(c, o, ctx_, participants, align_, packed_.has_value(), plan_);
   plan_.model_file_bytes = model_->file().bytes().size();
+  if (auto r = CarveArena(o, layout); !r) return r;
+  if (packed_) SetUpPrefetch(o.layer_prefetch);
+  // The token embedding is read row by row from the mapping: MADV_RANDOM keeps a row's
+  // fault from reading the table around it (docs/memory.md, "Disk embedding").
+  if (auto adv = PagingAdvisor(model_->file()).AdviseEmbedding(); !adv) {
+    plan_.notes.push_back("embedding MADV_RANDOM not applied: " + adv.error().ToString());
+  } else {
+    plan_.notes.push_back("embedding table advised MADV_RANDOM (rows read on demand)");
+  }
+  return {};
+}
+
+Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
+  ModelLoadOptions lo;
+  lo.require_tokenizer = o.require_tokenizer;
+  auto m = Model::Load(o.model_path, lo);
+  if (!m) return std::unexpected(m.error());
+  model_ = std::move(*m);
+  if (IsPack(model_->file())) {
+    auto pw = BindPack(model_->file(), model_->config());
+    if (!pw) return std::unexpected(pw.error());
+    packed_ = std::move(*pw);
+  } else {
+    std::fprintf(stderr, "ari: %s is a plain GGUF: reference precision only (precision "
+                         "switching needs a pack: ari-pack)\n", o.model_path.c_str());
+  }
+  return {};
+}
+
+Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a) {
+  const ModelConfig& c = model_->config();
   arena_ = static_cast<std::byte*>(::operator new(plan_.total_bytes, std::align_val_t(align_)));
   std::byte* p = arena_;
   if (packed_) {
-    if (auto r = ff_.Init(*model_, *packed_, p, ws, o.max_chunk, ctx_, participants, align_); !r) {
+    if (auto r = ff_.Init(*model_, *packed_, p, a.ws, o.max_chunk, ctx_, threads_, align_); !r) {
       return r;
     }
   }
-  p += ws;
+  p += a.ws;
   slots_.resize(static_cast<size_t>(o.slots));
   uint64_t ref_bytes = 0;
   for (Slot& s : slots_) {
@@ -193,10 +195,10 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     s.kv = KvCacheView{o.kv_type, p, p + half, ctx_};
     s.home_kv = o.kv_type;
     s.kv_half = half;
-    p += kv;
+    p += a.kv;
     s.history = reinterpret_cast<TokenId*>(p);
-    s.out = reinterpret_cast<TokenId*>(p + hist);
-    p += hist + outb;
+    s.out = reinterpret_cast<TokenId*>(p + a.hist);
+    p += a.hist + a.outb;
     s.sampler = std::make_unique<Sampler>(c.vocab_size, SamplingParams{});
     if (model_->tokenizer()) s.decoder = std::make_unique<StreamDecoder>(*model_->tokenizer());
     s.text.reserve(static_cast<size_t>(o.max_output) * 64 + 256);
@@ -213,14 +215,6 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   drop_mask_ = reinterpret_cast<uint8_t*>(p);
   std::fill(drop_mask_, drop_mask_ + c.n_layers, uint8_t{0});
   if (ref_bytes) plan_.parts.push_back({"reference sessions (own arenas)", ref_bytes});
-  if (packed_) SetUpPrefetch(o.layer_prefetch);
-  // The token embedding is read row by row from the mapping: MADV_RANDOM keeps a row's
-  // fault from reading the table around it (docs/memory.md, "Disk embedding").
-  if (auto adv = PagingAdvisor(model_->file()).AdviseEmbedding(); !adv) {
-    plan_.notes.push_back("embedding MADV_RANDOM not applied: " + adv.error().ToString());
-  } else {
-    plan_.notes.push_back("embedding table advised MADV_RANDOM (rows read on demand)");
-  }
   return {};
 }
 

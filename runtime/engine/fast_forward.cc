@@ -322,11 +322,9 @@ void FastForward::Attention(int32_t layer, int64_t n, int32_t pos0, const KvCach
       &units, units.units, n_part);
 }
 
-Result<const float*> FastForward::Run(std::span<const TokenId> tokens, int32_t pos0,
-                                      const KvCacheView& kv, PackedPrecision p,
-                                      const uint8_t* drop_mask, ThreadPool& pool, int threads) {
+Result<void> FastForward::CheckChunk(std::span<const TokenId> tokens, int32_t pos0,
+                                     const KvCacheView& kv) const {
   const ModelConfig& c = model_->config();
-  const ModelWeights& w = model_->weights();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0 || n > max_tokens_) {
     return MakeError(ErrorCode::kInvalidArgument, "fast forward: bad chunk size");
@@ -342,10 +340,91 @@ Result<const float*> FastForward::Run(std::span<const TokenId> tokens, int32_t p
       return MakeError(ErrorCode::kInvalidArgument, "fast forward: token id out of range");
     }
   }
-  threads = std::clamp(threads, 1, participants_);
-  const int pi = PrecisionIndex(p);
+  return {};
+}
+
+void FastForward::ProjectQkv(const LayerWeights& L, const PackedLayer& P, int64_t n,
+                             int32_t pos0, PackedPrecision p, bool dropped, ThreadPool& pool,
+                             int threads) const {
+  const ModelConfig& c = model_->config();
   const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), half = c.head_dim / 2;
   const bool neox = c.rope_type == RopeType::kNeox;
+  PrepareAct(b_.x, n, dim, L.attn_norm.F32Row(0), p);
+  if (dropped) {
+    const PackedMatrix* ws[2] = {&P.k, &P.v};
+    float* ys[2] = {b_.k, b_.v};
+    MatMuls(ws, ys, 2, n, pool, threads);
+  } else {
+    const PackedMatrix* ws[3] = {&P.q, &P.k, &P.v};
+    float* ys[3] = {b_.q, b_.k, b_.v};
+    MatMuls(ws, ys, 3, n, pool, threads);
+  }
+  if (c.qkv_bias) {
+    const float* bq = L.attn_q_bias.F32Row(0);
+    const float* bk = L.attn_k_bias.F32Row(0);
+    const float* bv = L.attn_v_bias.F32Row(0);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < qd; ++i) b_.q[t * qd + i] += bq[i];
+      for (int64_t i = 0; i < kvd; ++i) {
+        b_.k[t * kvd + i] += bk[i];
+        b_.v[t * kvd + i] += bv[i];
+      }
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    const float* cs = b_.rope_cos + (pos0 + t) * half;
+    const float* sn = b_.rope_sin + (pos0 + t) * half;
+    if (!dropped) blocks::Rope(b_.q + t * qd, c.n_heads, c.head_dim, cs, sn, neox);
+    blocks::Rope(b_.k + t * kvd, c.n_kv_heads, c.head_dim, cs, sn, neox);
+  }
+}
+
+void FastForward::AttendAndAdd(int32_t layer, const PackedLayer& P, int64_t n, int32_t pos0,
+                               const KvCacheView& kv, PackedPrecision p, ThreadPool& pool,
+                               int threads) const {
+  const ModelConfig& c = model_->config();
+  const int64_t dim = c.dim, qd = c.q_dim();
+  Attention(layer, n, pos0, kv, pool, threads);
+  PrepareAct(b_.att_out, n, qd, nullptr, p);
+  {
+    const PackedMatrix* ws[1] = {&P.o};
+    float* ys[1] = {b_.y};
+    MatMuls(ws, ys, 1, n, pool, threads);
+  }
+  for (int64_t i = 0; i < n * dim; ++i) b_.x[i] += b_.y[i];
+}
+
+void FastForward::FeedForwardAndAdd(const LayerWeights& L, const PackedLayer& P, int64_t n,
+                                    PackedPrecision p, ThreadPool& pool, int threads) const {
+  const ModelConfig& c = model_->config();
+  const int64_t dim = c.dim;
+  PrepareAct(b_.x, n, dim, L.ffn_norm.F32Row(0), p);
+  {
+    // SwiGLU runs inside the dispatch on each participant's rows (hg = silu(hg) * hu);
+    // only the activation format conversion stays serial.
+    const PackedMatrix* ws[2] = {&P.gate, &P.up};
+    float* ys[2] = {b_.hg, b_.hu};
+    MatMuls(ws, ys, 2, n, pool, threads, /*swiglu=*/true);
+  }
+  PrepareAct(b_.hg, n, c.ffn_dim, nullptr, p);
+  {
+    const PackedMatrix* ws[1] = {&P.down};
+    float* ys[1] = {b_.y};
+    MatMuls(ws, ys, 1, n, pool, threads);
+  }
+  for (int64_t i = 0; i < n * dim; ++i) b_.x[i] += b_.y[i];
+}
+
+Result<const float*> FastForward::Run(std::span<const TokenId> tokens, int32_t pos0,
+                                      const KvCacheView& kv, PackedPrecision p,
+                                      const uint8_t* drop_mask, ThreadPool& pool, int threads) {
+  if (auto ok = CheckChunk(tokens, pos0, kv); !ok) return std::unexpected(ok.error());
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  threads = std::clamp(threads, 1, participants_);
+  const int pi = PrecisionIndex(p);
+  const int64_t dim = c.dim;
   for (int64_t t = 0; t < n; ++t) w.token_embd.ReadRow(tokens[t], b_.x + t * dim);
   const PagingAdvisor* prefetch = prefetch_[pi];
   for (int32_t l = 0; l < c.n_layers; ++l) {
@@ -354,59 +433,11 @@ Result<const float*> FastForward::Run(std::span<const TokenId> tokens, int32_t p
     // One madvise per layer; a failure only costs speed (no error text is built).
     if (prefetch != nullptr && l + 1 < prefetch->num_layers()) (void)prefetch->PrefetchLayer(l + 1);
     const bool dropped = drop_mask != nullptr && drop_mask[l] != 0;
-    PrepareAct(b_.x, n, dim, L.attn_norm.F32Row(0), p);
-    if (dropped) {
-      const PackedMatrix* ws[2] = {&P.k, &P.v};
-      float* ys[2] = {b_.k, b_.v};
-      MatMuls(ws, ys, 2, n, pool, threads);
-    } else {
-      const PackedMatrix* ws[3] = {&P.q, &P.k, &P.v};
-      float* ys[3] = {b_.q, b_.k, b_.v};
-      MatMuls(ws, ys, 3, n, pool, threads);
-    }
-    if (c.qkv_bias) {
-      const float* bq = L.attn_q_bias.F32Row(0);
-      const float* bk = L.attn_k_bias.F32Row(0);
-      const float* bv = L.attn_v_bias.F32Row(0);
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t i = 0; i < qd; ++i) b_.q[t * qd + i] += bq[i];
-        for (int64_t i = 0; i < kvd; ++i) {
-          b_.k[t * kvd + i] += bk[i];
-          b_.v[t * kvd + i] += bv[i];
-        }
-      }
-    }
-    for (int64_t t = 0; t < n; ++t) {
-      const float* cs = b_.rope_cos + (pos0 + t) * half;
-      const float* sn = b_.rope_sin + (pos0 + t) * half;
-      if (!dropped) blocks::Rope(b_.q + t * qd, c.n_heads, c.head_dim, cs, sn, neox);
-      blocks::Rope(b_.k + t * kvd, c.n_kv_heads, c.head_dim, cs, sn, neox);
-    }
+    ProjectQkv(L, P, n, pos0, p, dropped, pool, threads);
     StoreKv(l, n, pos0, kv);
     if (dropped) continue;
-    Attention(l, n, pos0, kv, pool, threads);
-    PrepareAct(b_.att_out, n, qd, nullptr, p);
-    {
-      const PackedMatrix* ws[1] = {&P.o};
-      float* ys[1] = {b_.y};
-      MatMuls(ws, ys, 1, n, pool, threads);
-    }
-    for (int64_t i = 0; i < n * dim; ++i) b_.x[i] += b_.y[i];
-    PrepareAct(b_.x, n, dim, L.ffn_norm.F32Row(0), p);
-    {
-      // SwiGLU runs inside the dispatch on each participant's rows (hg = silu(hg) * hu);
-      // only the activation format conversion stays serial.
-      const PackedMatrix* ws[2] = {&P.gate, &P.up};
-      float* ys[2] = {b_.hg, b_.hu};
-      MatMuls(ws, ys, 2, n, pool, threads, /*swiglu=*/true);
-    }
-    PrepareAct(b_.hg, n, c.ffn_dim, nullptr, p);
-    {
-      const PackedMatrix* ws[1] = {&P.down};
-      float* ys[1] = {b_.y};
-      MatMuls(ws, ys, 1, n, pool, threads);
-    }
-    for (int64_t i = 0; i < n * dim; ++i) b_.x[i] += b_.y[i];
+    AttendAndAdd(l, P, n, pos0, kv, p, pool, threads);
+    FeedForwardAndAdd(L, P, n, p, pool, threads);
   }
   PrepareAct(b_.x + (n - 1) * dim, 1, dim, w.output_norm.F32Row(0), p);
   const PackedMatrix* ws[1] = {&packed_->classifier[pi]};

@@ -38,6 +38,7 @@
 namespace ari::runtime {
 
 class Model;
+struct LayerWeights;
 class PagingAdvisor;
 
 // One slot's KV cache: K and V each [n_layers, ctx] rows of RowBytes(type) bytes: kv_dim
@@ -113,6 +114,19 @@ class FastForward {
   void StoreKv(int32_t layer, int64_t n, int32_t pos0, const KvCacheView& kv) const;
   void Attention(int32_t layer, int64_t n, int32_t pos0, const KvCacheView& kv,
                  ThreadPool& pool, int threads) const;
+  // The steps of Run(). A chunk's size, positions, KV type and token ids are usable.
+  Result<void> CheckChunk(std::span<const TokenId> tokens, int32_t pos0,
+                          const KvCacheView& kv) const;
+  // Per block: Q (unless the block is dropped), K and V of the chunk, biased and rotated.
+  void ProjectQkv(const LayerWeights& L, const PackedLayer& P, int64_t n, int32_t pos0,
+                  kernels::PackedPrecision p, bool dropped, ThreadPool& pool, int threads) const;
+  // Attention over the KV cache, the output projection and the residual.
+  void AttendAndAdd(int32_t layer, const PackedLayer& P, int64_t n, int32_t pos0,
+                    const KvCacheView& kv, kernels::PackedPrecision p, ThreadPool& pool,
+                    int threads) const;
+  // The SwiGLU feed-forward block and the residual.
+  void FeedForwardAndAdd(const LayerWeights& L, const PackedLayer& P, int64_t n,
+                         kernels::PackedPrecision p, ThreadPool& pool, int threads) const;
 
   const Model* model_ = nullptr;
   const PackedWeights* packed_ = nullptr;

@@ -121,6 +121,117 @@ struct ProbeBuffer {
   ProbeBuffer& operator=(const ProbeBuffer&) = delete;
 };
 
+// Pool dispatches per token, summed over the measured chunks.
+struct DispatchCounts {
+  double prefill_dispatches = 0, prefill_tokens = 0, decode_dispatches = 0, decode_tokens = 0;
+};
+
+// Starts a fresh turn on slot 0 with the first n tokens of `prompt`.
+Result<void> StartFreshTurn(Engine& e, const std::vector<TokenId>& prompt, int n, int n_gen) {
+  TurnSpec t;
+  t.prompt = std::span<const TokenId>(prompt.data(), static_cast<size_t>(n));
+  t.max_tokens = n_gen + 1;
+  t.keep_context = false;
+  return e.StartTurn(0, t);
+}
+
+// Runs chunks until the turn's prompt is prefilled.
+Result<void> Prefill(Engine& e, const ChunkKnobs& k) {
+  for (bool done = false; !done;) {
+    auto c = e.RunChunk(0, k);
+    if (!c) return std::unexpected(c.error());
+    done = c->prompt_remaining == 0;
+  }
+  return {};
+}
+
+// One decode chunk after a prefill: tokens/s and the share of the threads' CPU time.
+Result<void> MeasureDecode(const BenchOptions& o, Engine& e, const ChunkKnobs& k,
+                           DispatchCounts& n, std::vector<double>& dec,
+                           std::vector<double>& share) {
+  const uint64_t dd = e.PoolDispatches();
+  const double cpu0 = CpuSeconds();
+  const auto d = Clock::now();
+  auto c = e.RunChunk(0, k);
+  if (!c) return std::unexpected(c.error());
+  const double wall = std::chrono::duration<double>(Clock::now() - d).count();
+  n.decode_dispatches += static_cast<double>(e.PoolDispatches() - dd);
+  n.decode_tokens += static_cast<double>(c->tokens.size());
+  dec.push_back(static_cast<double>(c->tokens.size()) / wall);
+  share.push_back((CpuSeconds() - cpu0) / (wall * std::max(1, o.threads)));
+  return {};
+}
+
+// Prefill (time to first token, prompt tokens/s) of every prompt size, o.reps times;
+// after each prefill of the first size, one decode chunk.
+Result<void> MeasurePrompts(const BenchOptions& o, Engine& e, const ChunkKnobs& k,
+                            std::vector<TokenId>& prompt, BenchResult& res) {
+  const int vocab = e.model().config().vocab_size;
+  const int max_p = static_cast<int>(prompt.size());
+  std::vector<double> dec, share;
+  DispatchCounts n;
+  for (size_t pi = 0; pi < o.prompt_sizes.size(); ++pi) {
+    std::vector<double> pt, tt;
+    for (int r = 0; r < o.reps; ++r) {
+      for (int i = 0; i < max_p; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 7 + 5) % vocab;
+      if (auto s = StartFreshTurn(e, prompt, o.prompt_sizes[pi], o.n_gen); !s) return s;
+      const uint64_t d0 = e.PoolDispatches();
+      const auto a = Clock::now();
+      if (auto f = Prefill(e, k); !f) return f;
+      const double ms = Ms(Clock::now() - a);
+      n.prefill_dispatches += static_cast<double>(e.PoolDispatches() - d0);
+      n.prefill_tokens += o.prompt_sizes[pi];
+      tt.push_back(ms);
+      pt.push_back(o.prompt_sizes[pi] / (ms / 1e3));
+      if (pi == 0 && o.n_gen > 0) {  // decode after the first prompt size
+        if (auto d = MeasureDecode(o, e, k, n, dec, share); !d) return d;
+      }
+    }
+    res.prompt_tps.push_back(MakeStat(pt));
+    res.ttft_ms.push_back(MakeStat(tt));
+  }
+  res.decode_tps = MakeStat(dec);
+  res.decode_cpu_share = MakeStat(share);
+  if (n.prefill_tokens > 0) res.dispatches_per_prefill_token = n.prefill_dispatches / n.prefill_tokens;
+  if (n.decode_tokens > 0) res.dispatches_per_decode_token = n.decode_dispatches / n.decode_tokens;
+  return {};
+}
+
+// Read bandwidth and the decode rate it allows (weight bytes per token), then paired
+// runs: probe, decode, probe, decode, ...
+Result<void> MeasureRoofline(const BenchOptions& o, Engine& e, const ChunkKnobs& k,
+                             std::vector<TokenId>& prompt, BenchResult& res) {
+  const int vocab = e.model().config().vocab_size;
+  const ProbeBuffer buf(o.bandwidth_bytes);  // allocated after VmHWM was read
+  const double bytes = static_cast<double>(res.weight_bytes_per_token);
+  res.bandwidth_gbs = ReadBandwidthOf(buf.p, buf.n, o.threads);
+  res.roofline_tps = res.bandwidth_gbs * 1e9 / bytes;
+  res.roofline_fraction = res.roofline_tps > 0 ? res.decode_tps.median / res.roofline_tps : 0;
+  // Paired runs: probe, decode, probe, decode, ... (a fresh turn with the first prompt
+  // size each time; the prefill is not timed).
+  std::vector<double> bws, fractions;
+  double before = res.bandwidth_gbs;
+  const int p0 = o.prompt_sizes.empty() ? 1 : o.prompt_sizes[0];
+  for (int r = 0; o.n_gen > 0 && r < o.paired_reps; ++r) {
+    for (int i = 0; i < p0; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 11 + 3) % vocab;
+    if (auto s = StartFreshTurn(e, prompt, p0, o.n_gen); !s) return s;
+    if (auto f = Prefill(e, k); !f) return f;
+    const auto d = Clock::now();
+    auto c = e.RunChunk(0, k);
+    if (!c) return std::unexpected(c.error());
+    const double tps = static_cast<double>(c->tokens.size()) /
+                       std::chrono::duration<double>(Clock::now() - d).count();
+    const double after = ReadBandwidthOf(buf.p, buf.n, o.threads);
+    const double bw = (before + after) / 2;
+    bws.push_back(bw);
+    fractions.push_back(bw > 0 ? tps / (bw * 1e9 / bytes) : 0);
+    before = after;
+  }
+  res.paired_bandwidth_gbs = MakeStat(bws);
+  res.paired_fraction = MakeStat(fractions);
+  return {};
+}
+
 }  // namespace
 
 double MeasureReadBandwidth(uint64_t bytes, int threads) {
@@ -147,7 +258,6 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   if (!eng) return std::unexpected(eng.error());
   res.time_to_ready_ms = Ms(Clock::now() - t0);
   Engine& e = **eng;
-  const int vocab = e.model().config().vocab_size;
   const WeightMatrix& em = e.model().weights().token_embd;
   res.embd_table_bytes = em.row_bytes * static_cast<uint64_t>(em.rows);
   res.embd_evicted = EvictRange(o.model, e.model().file().bytes().data(), em.data, res.embd_table_bytes);
@@ -159,89 +269,12 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   k.decode_tokens = o.n_gen;
   k.greedy_only = true;
   std::vector<TokenId> prompt(static_cast<size_t>(max_p));
-  std::vector<double> dec, share;
-  double prefill_dispatches = 0, prefill_tokens = 0, decode_dispatches = 0, decode_tokens = 0;
-  for (size_t pi = 0; pi < o.prompt_sizes.size(); ++pi) {
-    std::vector<double> pt, tt;
-    for (int r = 0; r < o.reps; ++r) {
-      for (int i = 0; i < max_p; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 7 + 5) % vocab;
-      TurnSpec t;
-      t.prompt = std::span<const TokenId>(prompt.data(), static_cast<size_t>(o.prompt_sizes[pi]));
-      t.max_tokens = o.n_gen + 1;
-      t.keep_context = false;
-      if (auto s = e.StartTurn(0, t); !s) return std::unexpected(s.error());
-      const uint64_t d0 = e.PoolDispatches();
-      const auto a = Clock::now();
-      bool done = false;
-      while (!done) {
-        auto c = e.RunChunk(0, k);
-        if (!c) return std::unexpected(c.error());
-        done = c->prompt_remaining == 0;
-      }
-      const double ms = Ms(Clock::now() - a);
-      prefill_dispatches += static_cast<double>(e.PoolDispatches() - d0);
-      prefill_tokens += o.prompt_sizes[pi];
-      tt.push_back(ms);
-      pt.push_back(o.prompt_sizes[pi] / (ms / 1e3));
-      if (pi == 0 && o.n_gen > 0) {  // decode after the first prompt size
-        const uint64_t dd = e.PoolDispatches();
-        const double cpu0 = CpuSeconds();
-        const auto d = Clock::now();
-        auto c = e.RunChunk(0, k);
-        if (!c) return std::unexpected(c.error());
-        const double wall = std::chrono::duration<double>(Clock::now() - d).count();
-        decode_dispatches += static_cast<double>(e.PoolDispatches() - dd);
-        decode_tokens += static_cast<double>(c->tokens.size());
-        dec.push_back(static_cast<double>(c->tokens.size()) / wall);
-        share.push_back((CpuSeconds() - cpu0) / (wall * std::max(1, o.threads)));
-      }
-    }
-    res.prompt_tps.push_back(MakeStat(pt));
-    res.ttft_ms.push_back(MakeStat(tt));
-  }
-  res.decode_tps = MakeStat(dec);
-  res.decode_cpu_share = MakeStat(share);
-  if (prefill_tokens > 0) res.dispatches_per_prefill_token = prefill_dispatches / prefill_tokens;
-  if (decode_tokens > 0) res.dispatches_per_decode_token = decode_dispatches / decode_tokens;
+  if (auto m = MeasurePrompts(o, e, k, prompt, res); !m) return std::unexpected(m.error());
   res.peak_rss_bytes = PeakRss();
   res.embd_resident_bytes = Resident(em.data, res.embd_table_bytes);
   res.weight_bytes_per_token = e.WeightBytesPerToken(o.precision);
   if (o.measure_bandwidth) {
-    const ProbeBuffer buf(o.bandwidth_bytes);  // allocated after VmHWM was read
-    const double bytes = static_cast<double>(res.weight_bytes_per_token);
-    res.bandwidth_gbs = ReadBandwidthOf(buf.p, buf.n, o.threads);
-    res.roofline_tps = res.bandwidth_gbs * 1e9 / bytes;
-    res.roofline_fraction = res.roofline_tps > 0 ? res.decode_tps.median / res.roofline_tps : 0;
-    // Paired runs: probe, decode, probe, decode, ... (a fresh turn with the first prompt
-    // size each time; the prefill is not timed).
-    std::vector<double> bws, fractions;
-    double before = res.bandwidth_gbs;
-    const int p0 = o.prompt_sizes.empty() ? 1 : o.prompt_sizes[0];
-    for (int r = 0; o.n_gen > 0 && r < o.paired_reps; ++r) {
-      for (int i = 0; i < p0; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 11 + 3) % vocab;
-      TurnSpec t;
-      t.prompt = std::span<const TokenId>(prompt.data(), static_cast<size_t>(p0));
-      t.max_tokens = o.n_gen + 1;
-      t.keep_context = false;
-      if (auto s = e.StartTurn(0, t); !s) return std::unexpected(s.error());
-      for (bool done = false; !done;) {
-        auto c = e.RunChunk(0, k);
-        if (!c) return std::unexpected(c.error());
-        done = c->prompt_remaining == 0;
-      }
-      const auto d = Clock::now();
-      auto c = e.RunChunk(0, k);
-      if (!c) return std::unexpected(c.error());
-      const double tps = static_cast<double>(c->tokens.size()) /
-                         std::chrono::duration<double>(Clock::now() - d).count();
-      const double after = ReadBandwidthOf(buf.p, buf.n, o.threads);
-      const double bw = (before + after) / 2;
-      bws.push_back(bw);
-      fractions.push_back(bw > 0 ? tps / (bw * 1e9 / bytes) : 0);
-      before = after;
-    }
-    res.paired_bandwidth_gbs = MakeStat(bws);
-    res.paired_fraction = MakeStat(fractions);
+    if (auto m = MeasureRoofline(o, e, k, prompt, res); !m) return std::unexpected(m.error());
   }
   return res;
 }

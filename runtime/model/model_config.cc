@@ -37,18 +37,8 @@ Result<float> ReadPositiveFloatOr(const GgufFile& f, const std::string& key, flo
   return *v;
 }
 
-}  // namespace
-
-std::string_view ArchitectureName(Architecture a) {
-  switch (a) {
-    case Architecture::kLlama: return "llama";
-    case Architecture::kQwen2: return "qwen2";
-  }
-  return "unknown";
-}
-
-Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
-  ModelConfig c;
+// general.architecture (and what it implies) and general.name.
+Result<void> ReadArchitecture(const GgufFile& f, ModelConfig& c) {
   auto arch = f.GetString("general.architecture");
   if (!arch) {
     return MakeError(arch.error().code, f.name() + ": " + arch.error().message);
@@ -67,8 +57,11 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
                          "' is not supported (supported: llama, qwen2)");
   }
   if (auto n = f.GetString("general.name")) c.name = std::string(*n);
-  const std::string a = c.arch_name + ".";
+  return {};
+}
 
+// The block's sizes; `a` is the architecture's key prefix ("llama.").
+Result<void> ReadSizes(const GgufFile& f, const std::string& a, ModelConfig& c) {
   auto dim = ReadDim(f, a + "embedding_length");
   if (!dim) return std::unexpected(dim.error());
   auto layers = ReadDim(f, a + "block_count");
@@ -87,6 +80,11 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
   c.n_kv_heads = *kv_heads;
   c.ffn_dim = *ffn;
   c.context_length = *ctx;
+  return {};
+}
+
+// Head dim, RoPE and the norm's epsilon (after ReadSizes).
+Result<void> ReadAttention(const GgufFile& f, const std::string& a, ModelConfig& c) {
   if (c.dim % c.n_heads != 0 && !f.Has(a + "attention.key_length")) {
     return MakeError(ErrorCode::kFormat, f.name() + ": embedding_length " +
                                              std::to_string(c.dim) +
@@ -117,7 +115,11 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
                                  c.arch == Architecture::kQwen2 ? 1e-6f : 1e-5f);
   if (!eps) return std::unexpected(eps.error());
   c.rms_eps = *eps;
+  return {};
+}
 
+// The vocabulary size from the token embedding; tied or untied classifier.
+Result<void> ReadVocab(const GgufFile& f, ModelConfig& c) {
   const TensorInfo* embd = f.FindTensor("token_embd.weight");
   if (embd == nullptr) {
     return MakeError(ErrorCode::kNotFound, f.name() + ": tensor token_embd.weight is missing");
@@ -129,6 +131,26 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
   // ari-pack hook: a pack names an untied classifier output.weight.w8 (see pack_file.h).
   c.tied_embeddings = f.FindTensor("output.weight") == nullptr &&
                       f.FindTensor("output.weight.w8") == nullptr;
+  return {};
+}
+
+}  // namespace
+
+std::string_view ArchitectureName(Architecture a) {
+  switch (a) {
+    case Architecture::kLlama: return "llama";
+    case Architecture::kQwen2: return "qwen2";
+  }
+  return "unknown";
+}
+
+Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
+  ModelConfig c;
+  if (auto r = ReadArchitecture(f, c); !r) return std::unexpected(r.error());
+  const std::string a = c.arch_name + ".";
+  if (auto r = ReadSizes(f, a, c); !r) return std::unexpected(r.error());
+  if (auto r = ReadAttention(f, a, c); !r) return std::unexpected(r.error());
+  if (auto r = ReadVocab(f, c); !r) return std::unexpected(r.error());
   if (auto r = c.Validate(); !r) {
     return MakeError(r.error().code, f.name() + ": " + r.error().message);
   }

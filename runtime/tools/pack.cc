@@ -1,20 +1,17 @@
 // ari-pack: writes a dual-precision pack (W8 + W4 in the kernels' layouts) of a GGUF.
 //   ari-pack in.gguf out.gguf [--calibrate text.txt] [-v]
-// --calibrate needs runtime/layer_calibration (fills PackOptions::layer_importance); until
-// that module exists the flag reports that it is unavailable.
+// --calibrate measures per-layer importance on a text (runtime/eval/layer_calibration.h)
+// and stores it in the pack (PackOptions::layer_importance) for layer drop.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <string_view>
 
+#include "runtime/eval/layer_calibration.h"
 #include "runtime/model/model.h"
 #include "runtime/model/pack_file.h"
 
-#if __has_include("runtime/eval/layer_calibration.h")
-#include "runtime/eval/layer_calibration.h"
-#define ARI_HAVE_CALIBRATION 1
-#endif
 
 int main(int argc, char** argv) {
   std::string in, out, calib;
@@ -42,7 +39,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!calib.empty()) {
-#ifdef ARI_HAVE_CALIBRATION
     auto model = ari::runtime::Model::Load(in);
     if (!model) {
       std::fprintf(stderr, "ari-pack: %s\n", model.error().ToString().c_str());
@@ -66,11 +62,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     opts.layer_importance = std::move(*imp);
-#else
-    std::fprintf(stderr, "ari-pack: --calibrate is not available in this build "
-                         "(runtime/layer_calibration missing)\n");
-    return 2;
-#endif
   }
   auto r = ari::runtime::WritePack(in, out, opts);
   if (!r) {

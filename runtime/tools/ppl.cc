@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -55,11 +56,13 @@ std::string Join(const std::vector<int32_t>& v) {
   return s;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct PplArgs {
   std::string model_path, text_path, calib_path;
   int drop = 0, table = -1, window = 256;
+};
+
+// The exit code when the tool stops here (--help: 0, bad usage: 2); nullopt to go on.
+std::optional<int> ParseArgs(int argc, char** argv, PplArgs& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -67,72 +70,57 @@ int main(int argc, char** argv) {
       Usage(stdout);
       return 0;
     } else if (a == "-m" && v) {
-      model_path = argv[++i];
+      o.model_path = argv[++i];
     } else if (a == "-f" && v) {
-      text_path = argv[++i];
+      o.text_path = argv[++i];
     } else if (a == "--calibrate" && v) {
-      calib_path = argv[++i];
+      o.calib_path = argv[++i];
     } else if (a == "--drop" && v) {
-      drop = std::atoi(argv[++i]);
+      o.drop = std::atoi(argv[++i]);
     } else if (a == "--table" && v) {
-      table = std::atoi(argv[++i]);
+      o.table = std::atoi(argv[++i]);
     } else if (a == "--window" && v) {
-      window = std::atoi(argv[++i]);
+      o.window = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr, "ari-ppl: unknown or incomplete argument '%s'\n", argv[i]);
       Usage(stderr);
       return 2;
     }
   }
-  if (model_path.empty() || text_path.empty() || drop < 0 || window < 2) {
+  if (o.model_path.empty() || o.text_path.empty() || o.drop < 0 || o.window < 2) {
     Usage(stderr);
     return 2;
   }
-  auto model = ari::runtime::Model::Load(model_path);
-  if (!model) {
-    std::fprintf(stderr, "ari-ppl: %s\n", model.error().ToString().c_str());
-    return 1;
-  }
-  std::vector<TokenId> text, calib;
-  if (!ReadTokens(**model, text_path, text)) return 1;
-  if (calib_path.empty()) {
-    calib = text;
-  } else if (!ReadTokens(**model, calib_path, calib)) {
-    return 1;
-  }
-  auto imp = ari::runtime::CalibrateLayerImportance(**model, calib, {.window = window});
-  if (!imp) {
-    std::fprintf(stderr, "ari-ppl: calibration: %s\n", imp.error().ToString().c_str());
-    return 1;
-  }
-  std::printf("model %s: %d blocks; text %zu tokens; window %d\nimportance:", model_path.c_str(),
-              (*model)->config().n_layers, text.size(), window);
-  for (float x : *imp) std::printf(" %.4f", x);
-  std::printf("\n");
+  return std::nullopt;
+}
 
+// Perplexity and top-1 agreement with the full model per drop level (--drop K: K only;
+// --table K: a markdown row per level 0..K). Returns the exit code.
+int PrintLevels(const PplArgs& a, const ari::runtime::Model& model,
+                const std::vector<TokenId>& text, const std::vector<float>& imp) {
   ari::runtime::PerplexityOptions base;
-  base.window = window;
-  auto full = ari::runtime::ComputePerplexity(**model, text, base);
+  base.window = a.window;
+  auto full = ari::runtime::ComputePerplexity(model, text, base);
   if (!full) {
     std::fprintf(stderr, "ari-ppl: %s\n", full.error().ToString().c_str());
     return 1;
   }
-  const int first = table >= 0 ? 0 : drop;
-  const int last = table >= 0 ? table : drop;
-  if (table >= 0) {
+  const int first = a.table >= 0 ? 0 : a.drop;
+  const int last = a.table >= 0 ? a.table : a.drop;
+  if (a.table >= 0) {
     std::printf("| drop level | blocks skipped | perplexity | top-1 agreement with full |\n"
                 "|---|---|---|---|\n");
   }
   for (int k = first; k <= last; ++k) {
     ari::runtime::PerplexityOptions o = base;
-    o.skip_layers = ari::runtime::DropOrder(*imp, k);
-    auto r = k == 0 ? full : ari::runtime::ComputePerplexity(**model, text, o);
+    o.skip_layers = ari::runtime::DropOrder(imp, k);
+    auto r = k == 0 ? full : ari::runtime::ComputePerplexity(model, text, o);
     if (!r) {
       std::fprintf(stderr, "ari-ppl: %s\n", r.error().ToString().c_str());
       return 1;
     }
     const double agree = ari::runtime::Top1Agreement(full->top1, r->top1);
-    if (table >= 0) {
+    if (a.table >= 0) {
       std::printf("| %d | %s | %.3f | %.1f%% |\n", k, Join(o.skip_layers).c_str(), r->perplexity,
                   100.0 * agree);
     } else {
@@ -143,4 +131,33 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  PplArgs a;
+  if (const std::optional<int> rc = ParseArgs(argc, argv, a)) return *rc;
+  auto model = ari::runtime::Model::Load(a.model_path);
+  if (!model) {
+    std::fprintf(stderr, "ari-ppl: %s\n", model.error().ToString().c_str());
+    return 1;
+  }
+  std::vector<TokenId> text, calib;
+  if (!ReadTokens(**model, a.text_path, text)) return 1;
+  if (a.calib_path.empty()) {
+    calib = text;
+  } else if (!ReadTokens(**model, a.calib_path, calib)) {
+    return 1;
+  }
+  auto imp = ari::runtime::CalibrateLayerImportance(**model, calib, {.window = a.window});
+  if (!imp) {
+    std::fprintf(stderr, "ari-ppl: calibration: %s\n", imp.error().ToString().c_str());
+    return 1;
+  }
+  std::printf("model %s: %d blocks; text %zu tokens; window %d\nimportance:", a.model_path.c_str(),
+              (*model)->config().n_layers, text.size(), a.window);
+  for (float x : *imp) std::printf(" %.4f", x);
+  std::printf("\n");
+  return PrintLevels(a, **model, text, *imp);
 }

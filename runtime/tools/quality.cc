@@ -18,9 +18,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <expected>
 #include <fstream>
 #include <memory>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -64,144 +66,186 @@ int Fail(const std::string& m) {
   return 1;
 }
 
-}  // namespace
+const char* const kNames[4] = {"fp32 (reference)", "W8A16", "W4A8", "alt (reference path)"};
 
-int main(int argc, char** argv) {
+// A tool step's failure: the message Fail() prints.
+template <class T>
+using Checked = std::expected<T, std::string>;
+
+struct QualityArgs {
   std::string ref_path, pack_path, text_path, ids_arg, alt_path;
   int n = 256, threads = 1, greedy = 0;
   KvType kvt = KvType::kF16;
+};
+
+Checked<QualityArgs> ParseArgs(int argc, char** argv) {
+  QualityArgs o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (!v) return Fail(std::string(a) + " needs a value (see the header of runtime/tools/quality.cc)");
+    if (!v) {
+      return std::unexpected(std::string(a) +
+                             " needs a value (see the header of runtime/tools/quality.cc)");
+    }
     ++i;
-    if (a == "--ref") ref_path = v;
-    else if (a == "--pack") pack_path = v;
-    else if (a == "-f") text_path = v;
-    else if (a == "--ids") ids_arg = v;
-    else if (a == "-n") n = std::atoi(v);
-    else if (a == "--greedy") greedy = std::atoi(v);
-    else if (a == "--alt") alt_path = v;
-    else if (a == "--threads") threads = std::max(1, std::atoi(v));
-    else if (a == "--kv") kvt = std::string_view(v) == "f32" ? KvType::kF32 : KvType::kF16;
-    else return Fail("unknown flag " + std::string(a));
+    if (a == "--ref") o.ref_path = v;
+    else if (a == "--pack") o.pack_path = v;
+    else if (a == "-f") o.text_path = v;
+    else if (a == "--ids") o.ids_arg = v;
+    else if (a == "-n") o.n = std::atoi(v);
+    else if (a == "--greedy") o.greedy = std::atoi(v);
+    else if (a == "--alt") o.alt_path = v;
+    else if (a == "--threads") o.threads = std::max(1, std::atoi(v));
+    else if (a == "--kv") o.kvt = std::string_view(v) == "f32" ? KvType::kF32 : KvType::kF16;
+    else return std::unexpected("unknown flag " + std::string(a));
   }
-  if (ref_path.empty() || pack_path.empty()) {
-    return Fail("usage: ari-quality --ref plain.gguf --pack pack.gguf [-f text | --ids ..] [-n 256]");
+  if (o.ref_path.empty() || o.pack_path.empty()) {
+    return std::unexpected(
+        "usage: ari-quality --ref plain.gguf --pack pack.gguf [-f text | --ids ..] [-n 256]");
   }
-  ModelLoadOptions lo;
-  lo.require_tokenizer = false;
-  auto ref = Model::Load(ref_path, lo);
-  if (!ref) return Fail(ref.error().ToString());
-  auto pm = Model::Load(pack_path, lo);
-  if (!pm) return Fail(pm.error().ToString());
-  const ModelConfig& c = (*pm)->config();
-  const int vocab = c.vocab_size;
-  if ((*ref)->config().vocab_size != vocab) return Fail("vocab sizes differ");
+  return o;
+}
+
+// The tokenized text, the given ids, or a pseudo-random sequence; cut to n tokens.
+Checked<std::vector<TokenId>> MakeSequence(const QualityArgs& o, const Model& ref, int vocab) {
   std::vector<TokenId> seq;
-  if (!text_path.empty()) {
-    const Tokenizer* tok = (*ref)->tokenizer();
-    if (!tok) return Fail("the reference model has no tokenizer");
-    std::ifstream f(text_path, std::ios::binary);
-    if (!f) return Fail("cannot read " + text_path);
+  if (!o.text_path.empty()) {
+    const Tokenizer* tok = ref.tokenizer();
+    if (!tok) return std::unexpected("the reference model has no tokenizer");
+    std::ifstream f(o.text_path, std::ios::binary);
+    if (!f) return std::unexpected("cannot read " + o.text_path);
     std::stringstream ss;
     ss << f.rdbuf();
     auto ids = tok->Encode(ss.str(), {});
-    if (!ids) return Fail(ids.error().ToString());
+    if (!ids) return std::unexpected(ids.error().ToString());
     seq = std::move(*ids);
-  } else if (!ids_arg.empty()) {
-    std::stringstream ss(ids_arg);
+  } else if (!o.ids_arg.empty()) {
+    std::stringstream ss(o.ids_arg);
     for (std::string x; std::getline(ss, x, ',');) seq.push_back(std::atoi(x.c_str()));
   } else {
     uint32_t s = 12345;
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < o.n; ++i) {
       s = s * 1664525u + 1013904223u;
       seq.push_back(static_cast<TokenId>((s >> 8) % static_cast<uint32_t>(vocab)));
     }
   }
-  if (static_cast<int>(seq.size()) > n) seq.resize(static_cast<size_t>(n));
-  const int ctx = std::min<int>(c.context_length,
-                                std::max(static_cast<int>(seq.size()), greedy) + 1);
-  if (seq.empty() || (greedy == 0 && seq.size() < 2)) return Fail("need at least 2 tokens");
-  for (TokenId t : seq) {
-    if (t < 0 || t >= vocab) return Fail("token id out of range");
-  }
-  auto packed = BindPack((*pm)->file(), c);
-  if (!packed) return Fail(packed.error().ToString());
-  auto pool = ThreadPool::Create(threads);
-  if (!pool) return Fail(pool.error().ToString());
-  SessionOptions so;
-  so.context_length = ctx;
-  auto sess = Session::Create(**ref, so);
-  if (!sess) return Fail(sess.error().ToString());
-  // One FastForward + KV per packed precision, stepped together.
-  const uint64_t ws_bytes = FastForward::WorkspaceBytes(c, 1, ctx, threads, 128);
-  const uint64_t kv_bytes = KvCacheView::Bytes(c, kvt, ctx);
-  Aligned ws[2] = {Aligned(ws_bytes), Aligned(ws_bytes)};
-  Aligned kvm[2] = {Aligned(kv_bytes), Aligned(kv_bytes)};
-  FastForward ff[2];
-  KvCacheView kv[2];
-  for (int p = 0; p < 2; ++p) {
-    if (auto r = ff[p].Init(**pm, *packed, ws[p].p, ws_bytes, 1, ctx, threads, 128); !r) {
-      return Fail(r.error().ToString());
-    }
-    kv[p] = KvCacheView{kvt, kvm[p].p, kvm[p].p + kv_bytes / 2, ctx};
-  }
-  const kernels::PackedPrecision precs[2] = {kernels::PackedPrecision::kW8,
-                                             kernels::PackedPrecision::kW4};
-  std::unique_ptr<Model> alt_model;
-  std::unique_ptr<Session> alt_sess;
-  if (!alt_path.empty()) {
-    auto am = Model::Load(alt_path, lo);
-    if (!am) return Fail(am.error().ToString());
-    alt_model = std::move(*am);
-    if (alt_model->config().vocab_size != vocab) return Fail("alt: vocab size differs");
-    auto as = Session::Create(*alt_model, so);
-    if (!as) return Fail(as.error().ToString());
-    alt_sess = std::move(*as);
-  }
-  // Paths: 0 fp32 reference, 1 W8A16, 2 W4A8, 3 alt (reference path on --alt).
-  const int n_paths = alt_sess ? 4 : 3;
-  auto step = [&](int path, TokenId tok, int32_t pos) -> Result<const float*> {
+  if (static_cast<int>(seq.size()) > o.n) seq.resize(static_cast<size_t>(o.n));
+  return seq;
+}
+
+// The logits of one step by each path, stepped together: 0 fp32 reference, 1 W8A16,
+// 2 W4A8, 3 alt (reference path on --alt).
+class Paths {
+ public:
+  static Checked<std::unique_ptr<Paths>> Open(const QualityArgs& o, const Model& ref,
+                                              const Model& pm, int ctx,
+                                              const ModelLoadOptions& lo);
+  int count() const { return alt_sess_ ? 4 : 3; }
+  Result<const float*> Step(int path, TokenId tok, int32_t pos) {
     const std::span<const TokenId> one(&tok, 1);
     if (path == 0 || path == 3) {
-      auto r = Forward(path == 0 ? **sess : *alt_sess, one);
+      auto r = Forward(path == 0 ? *sess_ : *alt_sess_, one);
       if (!r) return std::unexpected(r.error());
       return r->data();
     }
-    return ff[path - 1].Run(one, pos, kv[path - 1], precs[path - 1], nullptr, **pool, threads);
-  };
-  const char* names[4] = {"fp32 (reference)", "W8A16", "W4A8", "alt (reference path)"};
-  if (greedy > 0) {
-    const int np = static_cast<int>(seq.size());
-    const int steps = std::min(greedy, ctx - np);
-    std::vector<std::vector<TokenId>> out(static_cast<size_t>(n_paths));
-    for (int p = 0; p < n_paths; ++p) {
-      TokenId tok = seq[0];
-      for (int i = 0; i + 1 < np + steps; ++i) {
-        auto l = step(p, tok, i);
-        if (!l) return Fail(l.error().ToString());
-        tok = i + 1 < np ? seq[static_cast<size_t>(i + 1)] : Argmax(*l, vocab);
-        if (i + 1 >= np) out[static_cast<size_t>(p)].push_back(tok);
-      }
-    }
-    std::printf("greedy after a %d-token prompt, %d steps: first divergence from fp32 (index "
-                "of the generated token; %d = none)\n", np, steps - 1, steps - 1);
-    const int gen = steps - 1;
-    for (int p = 1; p < n_paths; ++p) {
-      int d = 0;
-      while (d < gen && out[static_cast<size_t>(p)][static_cast<size_t>(d)] == out[0][static_cast<size_t>(d)]) ++d;
-      int dw = 0;  // and from W8A16
-      while (dw < gen && out[static_cast<size_t>(p)][static_cast<size_t>(dw)] == out[1][static_cast<size_t>(dw)]) ++dw;
-      std::printf("  %-22s %d   (from W8A16: %d)\n", names[p], d, dw);
-    }
-    return 0;
+    return ff_[path - 1].Run(one, pos, kv_[path - 1], kPrecs[path - 1], nullptr, *pool_,
+                             threads_);
   }
-  Stats st[4];
+
+ private:
+  static constexpr kernels::PackedPrecision kPrecs[2] = {kernels::PackedPrecision::kW8,
+                                                         kernels::PackedPrecision::kW4};
+  int threads_ = 1;
+  std::optional<PackedWeights> packed_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Session> sess_;
+  std::unique_ptr<Aligned> ws_[2], kvm_[2];
+  FastForward ff_[2];
+  KvCacheView kv_[2];
+  std::unique_ptr<Model> alt_model_;
+  std::unique_ptr<Session> alt_sess_;
+};
+
+Checked<std::unique_ptr<Paths>> Paths::Open(const QualityArgs& o, const Model& ref,
+                                            const Model& pm, int ctx,
+                                            const ModelLoadOptions& lo) {
+  auto ps = std::make_unique<Paths>();
+  const ModelConfig& c = pm.config();
+  const int threads = o.threads;
+  ps->threads_ = threads;
+  auto packed = BindPack(pm.file(), c);
+  if (!packed) return std::unexpected(packed.error().ToString());
+  ps->packed_ = std::move(*packed);
+  auto pool = ThreadPool::Create(threads);
+  if (!pool) return std::unexpected(pool.error().ToString());
+  ps->pool_ = std::move(*pool);
+  SessionOptions so;
+  so.context_length = ctx;
+  auto sess = Session::Create(ref, so);
+  if (!sess) return std::unexpected(sess.error().ToString());
+  ps->sess_ = std::move(*sess);
+  // One FastForward + KV per packed precision, stepped together.
+  const uint64_t ws_bytes = FastForward::WorkspaceBytes(c, 1, ctx, threads, 128);
+  const uint64_t kv_bytes = KvCacheView::Bytes(c, o.kvt, ctx);
+  for (auto& w : ps->ws_) w = std::make_unique<Aligned>(ws_bytes);
+  for (auto& k : ps->kvm_) k = std::make_unique<Aligned>(kv_bytes);
+  for (int p = 0; p < 2; ++p) {
+    if (auto r = ps->ff_[p].Init(pm, *ps->packed_, ps->ws_[p]->p, ws_bytes, 1, ctx, threads, 128);
+        !r) {
+      return std::unexpected(r.error().ToString());
+    }
+    ps->kv_[p] = KvCacheView{o.kvt, ps->kvm_[p]->p, ps->kvm_[p]->p + kv_bytes / 2, ctx};
+  }
+  if (!o.alt_path.empty()) {
+    auto am = Model::Load(o.alt_path, lo);
+    if (!am) return std::unexpected(am.error().ToString());
+    ps->alt_model_ = std::move(*am);
+    if (ps->alt_model_->config().vocab_size != c.vocab_size) {
+      return std::unexpected("alt: vocab size differs");
+    }
+    auto as = Session::Create(*ps->alt_model_, so);
+    if (!as) return std::unexpected(as.error().ToString());
+    ps->alt_sess_ = std::move(*as);
+  }
+  return ps;
+}
+
+// --greedy: free-running greedy generation by every path; each one's first divergence.
+int RunGreedy(Paths& paths, const std::vector<TokenId>& seq, int greedy, int ctx, int vocab) {
+  const int n_paths = paths.count();
+  const int np = static_cast<int>(seq.size());
+  const int steps = std::min(greedy, ctx - np);
+  std::vector<std::vector<TokenId>> out(static_cast<size_t>(n_paths));
+  for (int p = 0; p < n_paths; ++p) {
+    TokenId tok = seq[0];
+    for (int i = 0; i + 1 < np + steps; ++i) {
+      auto l = paths.Step(p, tok, i);
+      if (!l) return Fail(l.error().ToString());
+      tok = i + 1 < np ? seq[static_cast<size_t>(i + 1)] : Argmax(*l, vocab);
+      if (i + 1 >= np) out[static_cast<size_t>(p)].push_back(tok);
+    }
+  }
+  std::printf("greedy after a %d-token prompt, %d steps: first divergence from fp32 (index "
+              "of the generated token; %d = none)\n", np, steps - 1, steps - 1);
+  const int gen = steps - 1;
+  for (int p = 1; p < n_paths; ++p) {
+    int d = 0;
+    while (d < gen && out[static_cast<size_t>(p)][static_cast<size_t>(d)] == out[0][static_cast<size_t>(d)]) ++d;
+    int dw = 0;  // and from W8A16
+    while (dw < gen && out[static_cast<size_t>(p)][static_cast<size_t>(dw)] == out[1][static_cast<size_t>(dw)]) ++dw;
+    std::printf("  %-22s %d   (from W8A16: %d)\n", kNames[p], d, dw);
+  }
+  return 0;
+}
+
+// Teacher forced over the sequence: every path's NLL, and the packed paths' logits
+// NMSE and top-1 agreement against the reference.
+Checked<void> TeacherForce(Paths& paths, const std::vector<TokenId>& seq, int vocab,
+                           Stats (&st)[4]) {
   std::vector<float> ref_logits(static_cast<size_t>(vocab));
   for (size_t i = 0; i < seq.size(); ++i) {
-    auto want = step(0, seq[i], static_cast<int32_t>(i));
-    if (!want) return Fail(want.error().ToString());
+    auto want = paths.Step(0, seq[i], static_cast<int32_t>(i));
+    if (!want) return std::unexpected(want.error().ToString());
     std::copy_n(*want, vocab, ref_logits.data());
     const bool predict = i + 1 < seq.size();
     if (predict) {
@@ -211,9 +255,9 @@ int main(int argc, char** argv) {
     double den = 0;
     for (int v = 0; v < vocab; ++v) den += static_cast<double>(ref_logits[v]) * ref_logits[v];
     const int ref_top = Argmax(ref_logits.data(), vocab);
-    for (int p = 1; p < n_paths; ++p) {
-      auto got = step(p, seq[i], static_cast<int32_t>(i));
-      if (!got) return Fail(got.error().ToString());
+    for (int p = 1; p < paths.count(); ++p) {
+      auto got = paths.Step(p, seq[i], static_cast<int32_t>(i));
+      if (!got) return std::unexpected(got.error().ToString());
       const float* g = *got;
       double num = 0;
       for (int v = 0; v < vocab; ++v) {
@@ -232,20 +276,54 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("model %s (pack %s), %zu tokens, KV %s, threads %d\n", ref_path.c_str(),
-              pack_path.c_str(), seq.size(), std::string(KvTypeName(kvt)).c_str(), threads);
+  return {};
+}
+
+void PrintTable(const QualityArgs& o, size_t tokens, const Stats (&st)[4], int n_paths) {
+  std::printf("model %s (pack %s), %zu tokens, KV %s, threads %d\n", o.ref_path.c_str(),
+              o.pack_path.c_str(), tokens, std::string(KvTypeName(o.kvt)).c_str(), o.threads);
   std::printf("| precision | perplexity | mean NLL (nats) | logits NMSE mean | NMSE max | top-1 agreement |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (int p = 0; p < n_paths; ++p) {
     const Stats& s = st[p];
     const double mean_nll = s.nll / std::max(1, s.predictions);
     if (p == 0) {
-      std::printf("| %s | %.4f | %.4f | - | - | - |\n", names[p], std::exp(mean_nll), mean_nll);
+      std::printf("| %s | %.4f | %.4f | - | - | - |\n", kNames[p], std::exp(mean_nll), mean_nll);
     } else {
-      std::printf("| %s | %.4f | %.4f | %.3g | %.3g | %d/%d (%.3f) |\n", names[p],
+      std::printf("| %s | %.4f | %.4f | %.3g | %.3g | %d/%d (%.3f) |\n", kNames[p],
                   std::exp(mean_nll), mean_nll, s.nmse_sum / s.positions, s.nmse_max, s.top1,
                   s.positions, static_cast<double>(s.top1) / s.positions);
     }
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto args = ParseArgs(argc, argv);
+  if (!args) return Fail(args.error());
+  ModelLoadOptions lo;
+  lo.require_tokenizer = false;
+  auto ref = Model::Load(args->ref_path, lo);
+  if (!ref) return Fail(ref.error().ToString());
+  auto pm = Model::Load(args->pack_path, lo);
+  if (!pm) return Fail(pm.error().ToString());
+  const ModelConfig& c = (*pm)->config();
+  const int vocab = c.vocab_size;
+  if ((*ref)->config().vocab_size != vocab) return Fail("vocab sizes differ");
+  auto seq = MakeSequence(*args, **ref, vocab);
+  if (!seq) return Fail(seq.error());
+  const int ctx = std::min<int>(c.context_length,
+                                std::max(static_cast<int>(seq->size()), args->greedy) + 1);
+  if (seq->empty() || (args->greedy == 0 && seq->size() < 2)) return Fail("need at least 2 tokens");
+  for (TokenId t : *seq) {
+    if (t < 0 || t >= vocab) return Fail("token id out of range");
+  }
+  auto paths = Paths::Open(*args, **ref, **pm, ctx, lo);
+  if (!paths) return Fail(paths.error());
+  if (args->greedy > 0) return RunGreedy(**paths, *seq, args->greedy, ctx, vocab);
+  Stats st[4];
+  if (auto r = TeacherForce(**paths, *seq, vocab, st); !r) return Fail(r.error());
+  PrintTable(*args, seq->size(), st, (*paths)->count());
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,20 +136,23 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct RunArgs {
   std::string model_path, prompt, system;
   rt::SamplingParams sp;
+  rt::GenerateOptions gen;
+  rt::SessionOptions so;
+  bool chat = false, info = false;
+  EngineRun er;
+};
+
+// The exit code when the tool stops here (--help: 0, bad usage: 1); nullopt to go on.
+std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
+  rt::SamplingParams& sp = o.sp;
   sp.temperature = 0.8f;
   sp.top_p = 0.9f;
   sp.seed = static_cast<uint64_t>(
       std::chrono::system_clock::now().time_since_epoch().count());
-  rt::GenerateOptions gen;
-  gen.max_tokens = 64;
-  rt::SessionOptions so;
-  bool chat = false, info = false;
-  EngineRun er;
+  o.gen.max_tokens = 64;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -162,15 +166,15 @@ int main(int argc, char** argv) {
       Usage(stdout);
       return 0;
     } else if (a == "-m" && has_value) {
-      model_path = argv[++i];
+      o.model_path = argv[++i];
     } else if (a == "-p" && has_value) {
-      prompt = argv[++i];
+      o.prompt = argv[++i];
     } else if (a == "--system" && has_value) {
-      system = argv[++i];
+      o.system = argv[++i];
     } else if (a == "--stop" && has_value) {
-      gen.stop_strings.emplace_back(argv[++i]);
+      o.gen.stop_strings.emplace_back(argv[++i]);
     } else if (a == "-n" && number()) {
-      gen.max_tokens = static_cast<int32_t>(num);
+      o.gen.max_tokens = static_cast<int32_t>(num);
     } else if (a == "--temp" && number()) {
       sp.temperature = static_cast<float>(num);
     } else if (a == "--top-p" && number()) {
@@ -184,69 +188,71 @@ int main(int argc, char** argv) {
     } else if (a == "--seed" && number()) {
       sp.seed = static_cast<uint64_t>(num);
     } else if (a == "--ctx" && number()) {
-      so.context_length = static_cast<int32_t>(num);
+      o.so.context_length = static_cast<int32_t>(num);
     } else if (a == "--batch" && number()) {
-      so.max_batch = static_cast<int32_t>(num);
+      o.so.max_batch = static_cast<int32_t>(num);
     } else if (a == "--chat") {
-      chat = true;
+      o.chat = true;
     } else if (a == "--info") {
-      info = true;
+      o.info = true;
     } else if (a == "--memory-plan") {
-      er.enabled = true;
+      o.er.enabled = true;
     } else if (a == "--slots" && number()) {
-      er.slots = static_cast<int32_t>(num);
+      o.er.slots = static_cast<int32_t>(num);
     } else if (a == "--kv" && has_value && (std::string_view(argv[i + 1]) == "f16" ||
                                             std::string_view(argv[i + 1]) == "int8")) {
-      er.kv = std::string_view(argv[++i]) == "int8" ? rt::KvType::kInt8 : rt::KvType::kF16;
+      o.er.kv = std::string_view(argv[++i]) == "int8" ? rt::KvType::kInt8 : rt::KvType::kF16;
     } else if (a == "--prefetch" && has_value &&
                (std::string_view(argv[i + 1]) == "auto" || std::string_view(argv[i + 1]) == "on" ||
                 std::string_view(argv[i + 1]) == "off")) {
       const std::string_view v = argv[++i];
-      er.prefetch = v == "on" ? rt::LayerPrefetch::kOn
-                    : v == "off" ? rt::LayerPrefetch::kOff : rt::LayerPrefetch::kAuto;
+      o.er.prefetch = v == "on" ? rt::LayerPrefetch::kOn
+                      : v == "off" ? rt::LayerPrefetch::kOff : rt::LayerPrefetch::kAuto;
     } else {
       Usage(stderr);
       return Fail("unknown argument or missing/bad value: '" + std::string(a) + "'");
     }
   }
-  if (model_path.empty()) {
+  if (o.model_path.empty()) {
     Usage(stderr);
     return Fail("-m MODEL.gguf is required");
   }
-  if (gen.max_tokens < 0) return Fail("-n must be >= 0");
-  if (er.enabled) {
-    return RunWithEngine(model_path, er, so, sp, gen.max_tokens, prompt, chat, system);
-  }
+  if (o.gen.max_tokens < 0) return Fail("-n must be >= 0");
+  return std::nullopt;
+}
 
-  auto model = rt::Model::Load(model_path);
+// Without --memory-plan: the reference generation loop over a Session.
+int RunWithSession(RunArgs& a) {
+  auto model = rt::Model::Load(a.model_path);
   if (!model) return Fail(model.error().ToString());
   const rt::ModelConfig& cfg = (*model)->config();
-  if (info) std::fprintf(stderr, "ari-run: %s\n", cfg.ToString().c_str());
+  if (a.info) std::fprintf(stderr, "ari-run: %s\n", cfg.ToString().c_str());
 
   rt::EncodeOptions enc;
-  std::string text = prompt;
-  if (chat) {
+  std::string text = a.prompt;
+  if (a.chat) {
     auto kind = rt::DetectChatTemplate((*model)->file());
     if (!kind) return Fail("--chat: " + kind.error().ToString());
     std::vector<rt::ChatMessage> msgs;
-    if (!system.empty()) msgs.push_back({"system", system});
-    msgs.push_back({"user", prompt});
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", a.prompt});
     auto rendered = rt::ApplyChatTemplate(*kind, msgs, /*add_assistant_prefix=*/true);
     if (!rendered) return Fail("--chat: " + rendered.error().ToString());
     text = std::move(*rendered);
     enc.parse_special = true;
   }
   // fp32 KV cache: cap the default context so long-context models fit in memory.
+  rt::SessionOptions& so = a.so;
   if (so.context_length == 0) so.context_length = std::min(cfg.context_length, kDefaultCtxCap);
   auto session = rt::Session::Create(**model, so);
   if (!session) return Fail(session.error().ToString());
-  rt::Sampler sampler(cfg.vocab_size, sp);
+  rt::Sampler sampler(cfg.vocab_size, a.sp);
 
-  if (!chat) {  // echo the prompt, as llama2.c and llama.cpp do
-    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  if (!a.chat) {  // echo the prompt, as llama2.c and llama.cpp do
+    std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
     std::fflush(stdout);
   }
-  auto res = rt::GenerateFromText(**session, sampler, text, enc, gen, [](std::string_view piece) {
+  auto res = rt::GenerateFromText(**session, sampler, text, enc, a.gen, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
     return true;
@@ -261,4 +267,16 @@ int main(int argc, char** argv) {
                res->tokens.size(), res->gen_seconds, res->GenTokensPerSecond(),
                std::string(rt::StopReasonName(res->stop_reason)).c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  RunArgs a;
+  if (const std::optional<int> rc = ParseArgs(argc, argv, a)) return *rc;
+  if (a.er.enabled) {
+    return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen.max_tokens, a.prompt, a.chat,
+                         a.system);
+  }
+  return RunWithSession(a);
 }

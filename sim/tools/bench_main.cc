@@ -163,33 +163,40 @@ qos::SchedRequest Req(uint64_t id, qos::Urgency u, int len, int vocab, int max_t
   return r;
 }
 
-int Preempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
+// Without --celsius there is no temperature source: the conservative knobs apply.
+struct FixedSource : thermal::TemperatureSource {
+  double c = 0;
+  void ReadInto(thermal::Reading& out) override {
+    out.celsius = c;
+    out.state = thermal::SensorState::kOk;
+    out.time_ns = thermal::SteadyClock::Instance().NowNs();
+    out.source = "fixed";
+  }
+  std::string_view name() const override { return "fixed"; }
+};
+
+// The scenario's fixed figures: request sizes and the NORMAL class's knobs.
+struct PreemptSetup {
+  int vocab = 0;
+  int normal_len = 0;
+  int critical_len = 16;
+  bool sensor = false;
+  int64_t normal_pause_ns = 0;  // NORMAL's pacing pause per chunk
+};
+
+PreemptSetup SetUpPreempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
+  PreemptSetup ps;
   const int ctx = engine.model().config().context_length;
-  const int vocab = engine.model().config().vocab_size;
-  const int normal_len = std::min(a.prompt, ctx - 80);
-  const int critical_len = 16;
-  std::vector<double> ratios, idle_ms, loaded_ms, normal_tps, normal_chunk_ms;
-  std::vector<double> cpu_ratios, cpu_idle_ms, cpu_loaded_ms, cpu_normal_tps, cpu_chunk_ms;
-  CpuTimedRunner timed(engine);
-  // Without --celsius there is no temperature source: the conservative knobs apply.
-  struct FixedSource : thermal::TemperatureSource {
-    double c = 0;
-    void ReadInto(thermal::Reading& out) override {
-      out.celsius = c;
-      out.state = thermal::SensorState::kOk;
-      out.time_ns = thermal::SteadyClock::Instance().NowNs();
-      out.source = "fixed";
-    }
-    std::string_view name() const override { return "fixed"; }
-  } fixed;
-  fixed.c = a.celsius;
-  const bool sensor = a.celsius > -273;
+  ps.vocab = engine.model().config().vocab_size;
+  ps.normal_len = std::min(a.prompt, ctx - 80);
+  ps.sensor = a.celsius > -273;
+  const bool sensor = ps.sensor;
   size_t band = 0;
   for (size_t b = 1; b < policy.thermal_bands.size(); ++b) {
     if (a.celsius >= policy.thermal_bands[b].enter_c) band = b;
   }
   const size_t nr = static_cast<size_t>(qos::Rank(qos::Urgency::kNormal));
-  const int64_t normal_pause_ns =
+  ps.normal_pause_ns =
       int64_t{sensor ? policy.knobs[band][nr].pause_ms : policy.conservative[nr].pause_ms} *
       thermal::kNsPerMs;
   if (!a.json) {
@@ -197,126 +204,146 @@ int Preempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
                 sensor ? ("band " + policy.thermal_bands[band].name).c_str() : "conservative (no sensor)",
                 qos::KnobsToString(sensor ? policy.knobs[band][nr] : policy.conservative[nr]).c_str());
   }
-  uint64_t id = 1;
-  for (int rep = 0; rep < a.reps; ++rep) {
-    Sink sink;
-    qos::SchedulerOptions o;
-    o.policy = &policy;
-    o.engine = &timed;
-    o.clock = &thermal::SteadyClock::Instance();
-    o.sink = &sink;
-    o.max_prefill_chunk = 128;
-    sink.cpu_src = &timed.last_cpu_ns;
-    if (sensor) o.temperature = &fixed;
-    auto s = qos::Scheduler::Create(o);
-    if (!s) { std::fprintf(stderr, "ari-bench: %s\n", s.error().ToString().c_str()); return 1; }
-    std::jthread loop([&](std::stop_token st) { (*s)->Run(st); });
-    auto wait_term = [&](uint64_t rid) {
-      std::unique_lock lk(sink.mu);
-      sink.cv.wait(lk, [&] { return sink.Term(rid) != nullptr; });
-      return *sink.Term(rid);
-    };
-    // Idle TTFT.
-    const uint64_t c0 = id++;
-    (*s)->Submit(Req(c0, qos::Urgency::kCritical, critical_len, vocab, 4));
-    const double idle = static_cast<double>(wait_term(c0).first_token_ns) / 1e6;
-    // Loaded: NORMAL long prefill, CRITICAL after its second chunk.
-    const uint64_t nid = id++, cid = id++;
-    (*s)->Submit(Req(nid, qos::Urgency::kNormal, normal_len, vocab, 4));
-    {
-      std::unique_lock lk(sink.mu);
-      sink.cv.wait(lk, [&] {
-        return std::count_if(sink.steps.begin(), sink.steps.end(),
-                             [&](const qos::StepInfo& x) { return x.id == nid; }) >= 2;
-      });
-    }
-    // Arrival phase: rep r submits at (r + 0.5) / reps of the NORMAL request's chunk period
-    // (compute + pacing pause, from its first two steps) after its second step, so the
-    // repetitions sample arrivals across the whole cycle, not only at chunk boundaries.
-    int64_t period_ns = 0;
-    {
-      std::lock_guard lk(sink.mu);
-      std::vector<int64_t> starts;
-      for (const auto& x : sink.steps) if (x.id == nid) starts.push_back(x.start_ns);
-      if (starts.size() >= 2) period_ns = starts[1] - starts[0];
-    }
-    const int64_t offset_ns = static_cast<int64_t>(static_cast<double>(period_ns) * (rep + 0.5) /
-                                                   std::max(a.reps, 1));
-    std::this_thread::sleep_for(std::chrono::nanoseconds(offset_ns));
-    const int64_t arrival_ns = thermal::SteadyClock::Instance().NowNs();
-    (*s)->Submit(Req(cid, qos::Urgency::kCritical, critical_len, vocab, 4));
-    const double loaded = static_cast<double>(wait_term(cid).first_token_ns) / 1e6;
-    wait_term(nid);
-    loop.request_stop();
-    loop.join();
-    {  // NORMAL prefill throughput (without the CRITICAL request's steps) + chunk compute.
-      int64_t tok = 0, comp = 0, first = -1, last = 0, other = 0, chunks = 0;
-      for (const auto& x : sink.steps) {
-        if (x.id == nid && x.phase == runtime::ChunkPhase::kPrefill) {
-          tok += x.prompt_tokens;
-          comp += x.compute_ns;
-          ++chunks;
-          if (first < 0) first = x.start_ns;
-          last = x.start_ns + x.compute_ns;
-        }
-      }
-      for (const auto& x : sink.steps) {
-        if (x.id == cid && x.start_ns >= first && x.start_ns < last) other += x.compute_ns;
-      }
-      const double wall_s = static_cast<double>(last - first - other) / 1e9;
-      normal_tps.push_back(wall_s > 0 ? static_cast<double>(tok) / wall_s : 0.0);
-      normal_chunk_ms.push_back(chunks ? static_cast<double>(comp) / 1e6 / static_cast<double>(chunks) : 0.0);
-      // The same in CPU time: CRITICAL's chunks up to its first token (idle and loaded),
-      // plus the unfinished part of the NORMAL chunk it arrived in (by wall-time share).
-      auto cpu_to_first_token = [&](uint64_t rid) {
-        int64_t sum = 0;
-        for (size_t i = 0; i < sink.steps.size(); ++i) {
-          if (sink.steps[i].id != rid) continue;
-          sum += sink.step_cpu_ns[i];
-          if (sink.steps[i].new_tokens > 0) break;
-        }
-        return static_cast<double>(sum) / 1e6;
-      };
-      double residual = 0, ncpu = 0;
-      int64_t pause_ns = 0;
-      for (size_t i = 0; i < sink.steps.size(); ++i) {
-        const auto& x = sink.steps[i];
-        if (x.id != nid || x.phase != runtime::ChunkPhase::kPrefill) continue;
-        ncpu += static_cast<double>(sink.step_cpu_ns[i]) / 1e6;
-        if (x.start_ns <= arrival_ns && arrival_ns < x.start_ns + x.compute_ns && x.compute_ns > 0) {
-          residual = static_cast<double>(sink.step_cpu_ns[i]) / 1e6 *
-                     (1.0 - static_cast<double>(arrival_ns - x.start_ns) / static_cast<double>(x.compute_ns));
-        }
-      }
-      for (const auto& x : sink.steps) {
-        if (x.id == nid && x.phase == runtime::ChunkPhase::kPrefill) pause_ns += normal_pause_ns;
-      }
-      const double ci = cpu_to_first_token(c0), cl = cpu_to_first_token(cid) + residual;
-      cpu_idle_ms.push_back(ci);
-      cpu_loaded_ms.push_back(cl);
-      cpu_ratios.push_back(ci > 0 ? cl / ci : 0.0);
-      cpu_chunk_ms.push_back(chunks ? ncpu / static_cast<double>(chunks) : 0.0);
-      const double paced_s = ncpu / 1e3 + static_cast<double>(pause_ns) / 1e9;
-      cpu_normal_tps.push_back(paced_s > 0 ? static_cast<double>(tok) / paced_s : 0.0);
-    }
-    idle_ms.push_back(idle);
-    loaded_ms.push_back(loaded);
-    ratios.push_back(loaded / idle);
-    if (!a.json) std::printf("rep %d: idle TTFT %.3f ms, during %d-token NORMAL prefill (arrival "
-                             "%.1f ms into a %.1f ms chunk period) %.3f ms, ratio %.3f; NORMAL "
-                             "prefill %.1f tok/s, %.1f ms compute per chunk | CPU time: idle %.1f "
-                             "ms, loaded %.1f ms, ratio %.3f, NORMAL %.1f ms/chunk, %.1f tok/s paced\n",
-                             rep, idle, normal_len, offset_ns / 1e6, period_ns / 1e6, loaded,
-                             loaded / idle, normal_tps.back(), normal_chunk_ms.back(),
-                             cpu_idle_ms.back(), cpu_loaded_ms.back(), cpu_ratios.back(),
-                             cpu_chunk_ms.back(), cpu_normal_tps.back());
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return ps;
+}
+
+// Every repetition's figures, one entry per repetition.
+struct PreemptSeries {
+  std::vector<double> ratios, idle_ms, loaded_ms, normal_tps, normal_chunk_ms;
+  std::vector<double> cpu_ratios, cpu_idle_ms, cpu_loaded_ms, cpu_normal_tps, cpu_chunk_ms;
+};
+
+// One repetition's requests and times.
+struct RepRun {
+  uint64_t c0 = 0, nid = 0, cid = 0;  // idle CRITICAL, NORMAL, loaded CRITICAL
+  double idle = 0, loaded = 0;        // CRITICAL time to first token, ms
+  int64_t period_ns = 0, offset_ns = 0, arrival_ns = 0;
+};
+
+// One repetition on a fresh scheduler running in real time: CRITICAL alone, then
+// CRITICAL arriving during a long NORMAL prefill. False when the scheduler could not
+// be created (said on stderr).
+bool RunRepetition(const Args& a, const PreemptSetup& ps, const qos::Policy& policy,
+                   CpuTimedRunner& timed, FixedSource& fixed, int rep, uint64_t& id, Sink& sink,
+                   RepRun& t) {
+  const int vocab = ps.vocab;
+  qos::SchedulerOptions o;
+  o.policy = &policy;
+  o.engine = &timed;
+  o.clock = &thermal::SteadyClock::Instance();
+  o.sink = &sink;
+  o.max_prefill_chunk = 128;
+  sink.cpu_src = &timed.last_cpu_ns;
+  if (ps.sensor) o.temperature = &fixed;
+  auto s = qos::Scheduler::Create(o);
+  if (!s) { std::fprintf(stderr, "ari-bench: %s\n", s.error().ToString().c_str()); return false; }
+  std::jthread loop([&](std::stop_token st) { (*s)->Run(st); });
+  auto wait_term = [&](uint64_t rid) {
+    std::unique_lock lk(sink.mu);
+    sink.cv.wait(lk, [&] { return sink.Term(rid) != nullptr; });
+    return *sink.Term(rid);
   };
-  const double m = median(ratios);
-  const double worst = ratios.empty() ? 0.0 : *std::max_element(ratios.begin(), ratios.end());
+  // Idle TTFT.
+  t.c0 = id++;
+  (*s)->Submit(Req(t.c0, qos::Urgency::kCritical, ps.critical_len, vocab, 4));
+  t.idle = static_cast<double>(wait_term(t.c0).first_token_ns) / 1e6;
+  // Loaded: NORMAL long prefill, CRITICAL after its second chunk.
+  const uint64_t nid = id++, cid = id++;
+  t.nid = nid;
+  t.cid = cid;
+  (*s)->Submit(Req(nid, qos::Urgency::kNormal, ps.normal_len, vocab, 4));
+  {
+    std::unique_lock lk(sink.mu);
+    sink.cv.wait(lk, [&] {
+      return std::count_if(sink.steps.begin(), sink.steps.end(),
+                           [&](const qos::StepInfo& x) { return x.id == nid; }) >= 2;
+    });
+  }
+  // Arrival phase: rep r submits at (r + 0.5) / reps of the NORMAL request's chunk period
+  // (compute + pacing pause, from its first two steps) after its second step, so the
+  // repetitions sample arrivals across the whole cycle, not only at chunk boundaries.
+  {
+    std::lock_guard lk(sink.mu);
+    std::vector<int64_t> starts;
+    for (const auto& x : sink.steps) if (x.id == nid) starts.push_back(x.start_ns);
+    if (starts.size() >= 2) t.period_ns = starts[1] - starts[0];
+  }
+  t.offset_ns = static_cast<int64_t>(static_cast<double>(t.period_ns) * (rep + 0.5) /
+                                     std::max(a.reps, 1));
+  std::this_thread::sleep_for(std::chrono::nanoseconds(t.offset_ns));
+  t.arrival_ns = thermal::SteadyClock::Instance().NowNs();
+  (*s)->Submit(Req(cid, qos::Urgency::kCritical, ps.critical_len, vocab, 4));
+  t.loaded = static_cast<double>(wait_term(cid).first_token_ns) / 1e6;
+  wait_term(nid);
+  loop.request_stop();
+  loop.join();
+  return true;
+}
+
+// NORMAL prefill throughput (without the CRITICAL request's steps) + chunk compute, in
+// wall time and in CPU time.
+void AddPrefillFigures(const Sink& sink, const RepRun& t, int64_t normal_pause_ns,
+                       PreemptSeries& out) {
+  const uint64_t nid = t.nid, cid = t.cid;
+  int64_t tok = 0, comp = 0, first = -1, last = 0, other = 0, chunks = 0;
+  for (const auto& x : sink.steps) {
+    if (x.id == nid && x.phase == runtime::ChunkPhase::kPrefill) {
+      tok += x.prompt_tokens;
+      comp += x.compute_ns;
+      ++chunks;
+      if (first < 0) first = x.start_ns;
+      last = x.start_ns + x.compute_ns;
+    }
+  }
+  for (const auto& x : sink.steps) {
+    if (x.id == cid && x.start_ns >= first && x.start_ns < last) other += x.compute_ns;
+  }
+  const double wall_s = static_cast<double>(last - first - other) / 1e9;
+  out.normal_tps.push_back(wall_s > 0 ? static_cast<double>(tok) / wall_s : 0.0);
+  out.normal_chunk_ms.push_back(chunks ? static_cast<double>(comp) / 1e6 / static_cast<double>(chunks) : 0.0);
+  // The same in CPU time: CRITICAL's chunks up to its first token (idle and loaded),
+  // plus the unfinished part of the NORMAL chunk it arrived in (by wall-time share).
+  auto cpu_to_first_token = [&](uint64_t rid) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < sink.steps.size(); ++i) {
+      if (sink.steps[i].id != rid) continue;
+      sum += sink.step_cpu_ns[i];
+      if (sink.steps[i].new_tokens > 0) break;
+    }
+    return static_cast<double>(sum) / 1e6;
+  };
+  double residual = 0, ncpu = 0;
+  int64_t pause_ns = 0;
+  const int64_t arrival_ns = t.arrival_ns;
+  for (size_t i = 0; i < sink.steps.size(); ++i) {
+    const auto& x = sink.steps[i];
+    if (x.id != nid || x.phase != runtime::ChunkPhase::kPrefill) continue;
+    ncpu += static_cast<double>(sink.step_cpu_ns[i]) / 1e6;
+    if (x.start_ns <= arrival_ns && arrival_ns < x.start_ns + x.compute_ns && x.compute_ns > 0) {
+      residual = static_cast<double>(sink.step_cpu_ns[i]) / 1e6 *
+                 (1.0 - static_cast<double>(arrival_ns - x.start_ns) / static_cast<double>(x.compute_ns));
+    }
+  }
+  for (const auto& x : sink.steps) {
+    if (x.id == nid && x.phase == runtime::ChunkPhase::kPrefill) pause_ns += normal_pause_ns;
+  }
+  const double ci = cpu_to_first_token(t.c0), cl = cpu_to_first_token(cid) + residual;
+  out.cpu_idle_ms.push_back(ci);
+  out.cpu_loaded_ms.push_back(cl);
+  out.cpu_ratios.push_back(ci > 0 ? cl / ci : 0.0);
+  out.cpu_chunk_ms.push_back(chunks ? ncpu / static_cast<double>(chunks) : 0.0);
+  const double paced_s = ncpu / 1e3 + static_cast<double>(pause_ns) / 1e9;
+  out.cpu_normal_tps.push_back(paced_s > 0 ? static_cast<double>(tok) / paced_s : 0.0);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+void PrintPreemptSummary(const Args& a, int normal_len, const PreemptSeries& r) {
+  const double m = Median(r.ratios);
+  const double worst = r.ratios.empty() ? 0.0 : *std::max_element(r.ratios.begin(), r.ratios.end());
   if (a.json) {
     std::printf("{\"scenario\":\"preempt\",\"normal_prompt\":%d,\"reps\":%d,\"idle_ttft_ms\":%.4f,"
                 "\"loaded_ttft_ms\":%.4f,\"ratio_median\":%.4f,\"ratio_max\":%.4f,\"goal\":1.25,"
@@ -324,25 +351,53 @@ int Preempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
                 "\"cpu_idle_ttft_ms\":%.4f,\"cpu_loaded_ttft_ms\":%.4f,\"cpu_ratio_median\":%.4f,"
                 "\"cpu_ratio_max\":%.4f,\"cpu_normal_chunk_ms\":%.3f,"
                 "\"cpu_normal_prefill_tok_s\":%.2f}\n",
-                normal_len, a.reps, median(idle_ms), median(loaded_ms), m, worst,
-                median(normal_tps), median(normal_chunk_ms), median(cpu_idle_ms),
-                median(cpu_loaded_ms), median(cpu_ratios),
-                *std::max_element(cpu_ratios.begin(), cpu_ratios.end()), median(cpu_chunk_ms),
-                median(cpu_normal_tps));
+                normal_len, a.reps, Median(r.idle_ms), Median(r.loaded_ms), m, worst,
+                Median(r.normal_tps), Median(r.normal_chunk_ms), Median(r.cpu_idle_ms),
+                Median(r.cpu_loaded_ms), Median(r.cpu_ratios),
+                *std::max_element(r.cpu_ratios.begin(), r.cpu_ratios.end()), Median(r.cpu_chunk_ms),
+                Median(r.cpu_normal_tps));
   } else {
     std::printf("preempt: median idle TTFT %.3f ms, loaded %.3f ms, ratio %.3f (worst arrival "
                 "phase %.3f; goal <= 1.25) %s; NORMAL prefill %.1f tok/s (pauses included, "
                 "CRITICAL steps excluded), %.1f ms compute per chunk\n",
-                median(idle_ms), median(loaded_ms), m, worst, m <= 1.25 ? "OK" : "ABOVE GOAL",
-                median(normal_tps), median(normal_chunk_ms));
-    const double cm = median(cpu_ratios);
+                Median(r.idle_ms), Median(r.loaded_ms), m, worst, m <= 1.25 ? "OK" : "ABOVE GOAL",
+                Median(r.normal_tps), Median(r.normal_chunk_ms));
+    const double cm = Median(r.cpu_ratios);
     std::printf("preempt (CPU time per worker, immune to other processes' load): idle TTFT %.3f "
                 "ms, loaded %.3f ms, ratio %.3f (worst phase %.3f) %s; NORMAL %.1f ms per "
                 "chunk, prefill %.1f tok/s with pacing\n",
-                median(cpu_idle_ms), median(cpu_loaded_ms), cm,
-                *std::max_element(cpu_ratios.begin(), cpu_ratios.end()),
-                cm <= 1.25 ? "OK" : "ABOVE GOAL", median(cpu_chunk_ms), median(cpu_normal_tps));
+                Median(r.cpu_idle_ms), Median(r.cpu_loaded_ms), cm,
+                *std::max_element(r.cpu_ratios.begin(), r.cpu_ratios.end()),
+                cm <= 1.25 ? "OK" : "ABOVE GOAL", Median(r.cpu_chunk_ms), Median(r.cpu_normal_tps));
   }
+}
+
+int Preempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
+  CpuTimedRunner timed(engine);
+  FixedSource fixed;
+  fixed.c = a.celsius;
+  const PreemptSetup ps = SetUpPreempt(a, engine, policy);
+  PreemptSeries r;
+  uint64_t id = 1;
+  for (int rep = 0; rep < a.reps; ++rep) {
+    Sink sink;
+    RepRun t;
+    if (!RunRepetition(a, ps, policy, timed, fixed, rep, id, sink, t)) return 1;
+    AddPrefillFigures(sink, t, ps.normal_pause_ns, r);
+    const double idle = t.idle, loaded = t.loaded;
+    r.idle_ms.push_back(idle);
+    r.loaded_ms.push_back(loaded);
+    r.ratios.push_back(loaded / idle);
+    if (!a.json) std::printf("rep %d: idle TTFT %.3f ms, during %d-token NORMAL prefill (arrival "
+                             "%.1f ms into a %.1f ms chunk period) %.3f ms, ratio %.3f; NORMAL "
+                             "prefill %.1f tok/s, %.1f ms compute per chunk | CPU time: idle %.1f "
+                             "ms, loaded %.1f ms, ratio %.3f, NORMAL %.1f ms/chunk, %.1f tok/s paced\n",
+                             rep, idle, ps.normal_len, t.offset_ns / 1e6, t.period_ns / 1e6, loaded,
+                             loaded / idle, r.normal_tps.back(), r.normal_chunk_ms.back(),
+                             r.cpu_idle_ms.back(), r.cpu_loaded_ms.back(), r.cpu_ratios.back(),
+                             r.cpu_chunk_ms.back(), r.cpu_normal_tps.back());
+  }
+  PrintPreemptSummary(a, ps.normal_len, r);
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,46 +46,101 @@ std::string Score(const ari::sim::TuneScore& s) {
   return b;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct TuneArgs {
   std::vector<std::string> logs;
   std::string space_path, policy_path = "config/policy_default.textproto", cost_path,
                           out = "tuned_policy.textproto";
   int budget = 40, threads = 2;
   uint64_t seed = 1;
+};
+
+// The exit code when the tool stops here (--help: kOk, bad usage: kUsage); nullopt to go on.
+std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "-h" || a == "--help") return Usage(), kOk;
     if (a == "--logs") {
       while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0 && std::string(argv[i + 1]) != "-o") {
-        logs.emplace_back(argv[++i]);
+        o.logs.emplace_back(argv[++i]);
       }
       continue;
     }
     const char* v = value();
     if (!v) return Usage(), Fail(a + " needs a value"), kUsage;
-    if (a == "--space") space_path = v;
-    else if (a == "--budget") budget = std::atoi(v);
-    else if (a == "--seed") seed = std::strtoull(v, nullptr, 0);
-    else if (a == "--policy") policy_path = v;
-    else if (a == "--cost") cost_path = v;
-    else if (a == "--threads") threads = std::atoi(v);
-    else if (a == "-o" || a == "--output") out = v;
+    if (a == "--space") o.space_path = v;
+    else if (a == "--budget") o.budget = std::atoi(v);
+    else if (a == "--seed") o.seed = std::strtoull(v, nullptr, 0);
+    else if (a == "--policy") o.policy_path = v;
+    else if (a == "--cost") o.cost_path = v;
+    else if (a == "--threads") o.threads = std::atoi(v);
+    else if (a == "-o" || a == "--output") o.out = v;
     else return Usage(), Fail("unknown option " + a), kUsage;
   }
-  if (logs.empty() || space_path.empty()) return Usage(), kUsage;
-  if (budget < 1) return Fail("--budget must be >= 1"), kUsage;
+  if (o.logs.empty() || o.space_path.empty()) return Usage(), kUsage;
+  if (o.budget < 1) return Fail("--budget must be >= 1"), kUsage;
+  return std::nullopt;
+}
 
-  auto start = ari::qos::LoadPolicyFile(policy_path);
+// The scores, the Pareto table and the parameters the best policy changed.
+void PrintResult(const TuneArgs& o, double secs, const ari::sim::TuneResult& res,
+                 const ari::sim::TuneSpace& space, const ari::qos::Policy& start) {
+  std::printf("ari-tune: %zu candidates (%d invalid) on %zu log(s), seed %llu, %.1f s\n",
+              res.candidates.size(), res.invalid, o.logs.size(),
+              static_cast<unsigned long long>(o.seed), secs);
+  if (space.peak_celsius_limit > 0) std::printf("peak temperature limit: %.1f C\n", space.peak_celsius_limit);
+  std::printf("start: %s\n", Score(res.candidates[0].score).c_str());
+  std::printf("best:  %s (candidate %zu)\n\n", Score(res.candidates[res.best].score).c_str(), res.best);
+  std::printf("Pareto table (feasible, non-dominated; * = best by the objective):\n%s\n",
+              ari::sim::ParetoTable(res, space).c_str());
+
+  std::printf("changed parameters:\n");
+  bool any = false;
+  for (const auto& p : space.params) {
+    auto a = ari::sim::TuneParamValue(start, p.name), b = ari::sim::TuneParamValue(res.best_policy, p.name);
+    if (a && b && *a != *b) {
+      std::printf("  %-44s %s -> %s\n", p.name.c_str(), a->c_str(), b->c_str());
+      any = true;
+    }
+  }
+  if (!any) std::printf("  (none)\n");
+  std::printf("\n");
+}
+
+// Writes the best policy (validated) to OUT and its diff against the start to OUT.diff.
+int WriteBest(const TuneArgs& o, const ari::sim::TuneResult& res, const ari::qos::Policy& start) {
+  const std::string before = ari::qos::PolicyToText(start);
+  ari::qos::Policy best = res.best_policy;
+  if (res.best != 0) best.name += "-tuned";
+  std::string after = ari::qos::PolicyToText(best);
+  const std::string diff = ari::sim::DiffLines(before, after);
+  std::string header = "# Tuned by ari-tune (seed " + std::to_string(o.seed) + ", budget " +
+                       std::to_string(o.budget) + ") from " + o.policy_path + "\n# best: " +
+                       Score(res.candidates[res.best].score) + "\n";
+  if (auto check = ari::qos::ParsePolicyText(header + after, o.out); !check) {
+    return Fail("internal: the best policy does not validate: " + check.error().ToString());
+  }
+  std::ofstream(o.out) << header << after;
+  std::ofstream(o.out + ".diff") << diff;
+  std::printf("diff against %s:\n%s\nwrote %s and %s.diff\n", o.policy_path.c_str(),
+              diff.empty() ? "(no change: the start is the best found)\n" : diff.c_str(), o.out.c_str(),
+              o.out.c_str());
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TuneArgs args;
+  if (const std::optional<int> rc = ParseArgs(argc, argv, args)) return *rc;
+  auto start = ari::qos::LoadPolicyFile(args.policy_path);
   if (!start) return Fail("policy: " + start.error().ToString());
-  auto cost = cost_path.empty() ? ari::sim::BuiltinCostModel() : ari::sim::LoadCostModel(cost_path);
+  auto cost = args.cost_path.empty() ? ari::sim::BuiltinCostModel() : ari::sim::LoadCostModel(args.cost_path);
   if (!cost) return Fail(cost.error().message);
-  auto space = ari::sim::LoadTuneSpace(space_path);
+  auto space = ari::sim::LoadTuneSpace(args.space_path);
   if (!space) return Fail(space.error().message);
   std::vector<ari::drivelog::DriveLog> loaded;
-  for (const auto& l : logs) {
+  for (const auto& l : args.logs) {
     auto log = ari::sim::LoadDriveLog(l);
     if (!log) return Fail(log.error().message);
     loaded.push_back(std::move(*log));
@@ -94,49 +150,13 @@ int main(int argc, char** argv) {
   o.start = &*start;
   o.cost = &*cost;
   o.space = *space;
-  o.budget = budget;
-  o.seed = seed;
-  o.threads = threads;
+  o.budget = args.budget;
+  o.seed = args.seed;
+  o.threads = args.threads;
   const auto t0 = std::chrono::steady_clock::now();
   auto res = ari::sim::Tune(o);
   if (!res) return Fail(res.error().message);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  std::printf("ari-tune: %zu candidates (%d invalid) on %zu log(s), seed %llu, %.1f s\n",
-              res->candidates.size(), res->invalid, logs.size(),
-              static_cast<unsigned long long>(seed), secs);
-  if (space->peak_celsius_limit > 0) std::printf("peak temperature limit: %.1f C\n", space->peak_celsius_limit);
-  std::printf("start: %s\n", Score(res->candidates[0].score).c_str());
-  std::printf("best:  %s (candidate %zu)\n\n", Score(res->candidates[res->best].score).c_str(), res->best);
-  std::printf("Pareto table (feasible, non-dominated; * = best by the objective):\n%s\n",
-              ari::sim::ParetoTable(*res, *space).c_str());
-
-  std::printf("changed parameters:\n");
-  bool any = false;
-  for (const auto& p : space->params) {
-    auto a = ari::sim::TuneParamValue(*start, p.name), b = ari::sim::TuneParamValue(res->best_policy, p.name);
-    if (a && b && *a != *b) {
-      std::printf("  %-44s %s -> %s\n", p.name.c_str(), a->c_str(), b->c_str());
-      any = true;
-    }
-  }
-  if (!any) std::printf("  (none)\n");
-  std::printf("\n");
-  const std::string before = ari::qos::PolicyToText(*start);
-  ari::qos::Policy best = res->best_policy;
-  if (res->best != 0) best.name += "-tuned";
-  std::string after = ari::qos::PolicyToText(best);
-  const std::string diff = ari::sim::DiffLines(before, after);
-  std::string header = "# Tuned by ari-tune (seed " + std::to_string(seed) + ", budget " +
-                       std::to_string(budget) + ") from " + policy_path + "\n# best: " +
-                       Score(res->candidates[res->best].score) + "\n";
-  if (auto check = ari::qos::ParsePolicyText(header + after, out); !check) {
-    return Fail("internal: the best policy does not validate: " + check.error().ToString());
-  }
-  std::ofstream(out) << header << after;
-  std::ofstream(out + ".diff") << diff;
-  std::printf("diff against %s:\n%s\nwrote %s and %s.diff\n", policy_path.c_str(),
-              diff.empty() ? "(no change: the start is the best found)\n" : diff.c_str(), out.c_str(),
-              out.c_str());
-  return kOk;
+  PrintResult(args, secs, *res, *space, *start);
+  return WriteBest(args, *res, *start);
 }

@@ -1,0 +1,24 @@
+// Private to the node's .cc files (node.cc, node_stream.cc, node_serve.cc): the
+// "[ari-node] ..." log line on stderr and the node's steady clock. Not part of the API.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+#include "thermal/clock.h"
+
+namespace ari::component::node_internal {
+
+inline int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
+
+void Log(const char* fmt, auto... args) {
+  std::fprintf(stderr, "[ari-node] ");
+  if constexpr (sizeof...(args) == 0) {
+    std::fputs(fmt, stderr);  // clang: -Wformat-security on a non-literal without args
+  } else {
+    std::fprintf(stderr, fmt, args...);
+  }
+  std::fputc('\n', stderr);
+}
+
+}  // namespace ari::component::node_internal

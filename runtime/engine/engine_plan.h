@@ -1,0 +1,27 @@
+// Private to the engine (engine.cc, engine_plan.cc): how the engine's one arena is laid
+// out. Not part of the API (runtime/engine/engine.h has MemoryPlan, what it reports).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/engine/engine.h"
+#include "runtime/model/model_config.h"
+
+namespace ari::runtime {
+
+// Bytes of each part of the arena, aligned; kv, hist and outb are per slot.
+struct ArenaLayout {
+  uint64_t ws = 0;    // the packed forward pass's activations and scratch (0 without a pack)
+  uint64_t kv = 0;    // a slot's KV cache (0 without a pack: the sessions have their own)
+  uint64_t hist = 0;  // a slot's token history [ctx]
+  uint64_t outb = 0;  // a slot's generated tokens [max_output]
+  uint64_t mask = 0;  // the layer drop mask [n_layers]
+};
+
+// The layout for these options, and the plan `ari-run --memory-plan` prints: its parts,
+// notes and total (model_file_bytes is left to the caller).
+ArenaLayout PlanArena(const ModelConfig& c, const EngineOptions& o, int32_t ctx, int participants,
+                      size_t align, bool packed, MemoryPlan& plan);
+
+}  // namespace ari::runtime
