@@ -78,9 +78,9 @@ void ReadPart(void* ctx, int i, int n) {
   const size_t a = j.bytes * static_cast<size_t>(i) / static_cast<size_t>(n) / 128 * 128;
   const size_t e = j.bytes * static_cast<size_t>(i + 1) / static_cast<size_t>(n) / 128 * 128;
 #if defined(__x86_64__)
-  j.sums[16 * i] = j.avx2 ? SumAvx2(j.p + a, e - a) : SumScalar(j.p + a, e - a);
+  j.sums[int64_t{16} * i] = j.avx2 ? SumAvx2(j.p + a, e - a) : SumScalar(j.p + a, e - a);
 #else
-  j.sums[16 * i] = SumScalar(j.p + a, e - a);
+  j.sums[int64_t{16} * i] = SumScalar(j.p + a, e - a);
 #endif
 }
 
@@ -103,7 +103,7 @@ void BmMemRead(benchmark::State& state) {
 // ---------------------------------------------------------------- layer-stack GEMVs
 
 struct Stack {
-  PackedPrecision p;
+  PackedPrecision p = PackedPrecision::kW8;
   Buffer data;
   std::vector<PackedMatrix> mats;          // 7 per layer: q k v o gate up down
   std::vector<std::vector<int>> dispatches;  // the engine's groups (indices into mats)
@@ -132,7 +132,7 @@ const Stack& GetStack(PackedPrecision p) {
   for (int64_t off = 0; off < s->bytes; off += tile) {
     for (int r = 0; r < kRowInterleave; ++r) {
       const uint16_t d = 0x2000 | static_cast<uint16_t>(rng() & 0x3ff);  // ~0.008..0.016
-      std::memcpy(s->data.get() + off + 2 * r, &d, 2);
+      std::memcpy(s->data.get() + off + int64_t{2} * r, &d, 2);
     }
   }
   int64_t off = 0;
@@ -151,10 +151,10 @@ const Stack& GetStack(PackedPrecision p) {
 }
 
 struct GemvJob {
-  const Stack* s;
-  const uint16_t* a16;
-  const BlockQ8A* aq;
-  float* y;  // [2][max rows]: gate and up outputs kept apart, the rest share y[0]
+  const Stack* s = nullptr;
+  const uint16_t* a16 = nullptr;
+  const BlockQ8A* aq = nullptr;
+  float* y = nullptr;  // [2][max rows]: gate and up outputs kept apart, the rest share y[0]
   const std::vector<int>* group = nullptr;
   int64_t pieces = 1;
 };
@@ -176,7 +176,7 @@ inline void PieceRange(int64_t rows, int64_t i, int64_t n, int64_t* r0, int64_t*
 void WholeStackPart(void* ctx, int i, int n) {
   const GemvJob& j = *static_cast<const GemvJob*>(ctx);
   for (const PackedMatrix& m : j.s->mats) {
-    int64_t r0, r1;
+    int64_t r0 = 0, r1 = 0;
     PieceRange(m.rows, i, n, &r0, &r1);
     Rows(j, m, j.y, r0, r1);
   }
@@ -186,9 +186,9 @@ void EngineUnit(void* ctx, int64_t u, int /*who*/) {
   const GemvJob& j = *static_cast<const GemvJob*>(ctx);
   const int k = static_cast<int>(u / j.pieces);
   const PackedMatrix& m = j.s->mats[static_cast<size_t>((*j.group)[static_cast<size_t>(k)])];
-  int64_t r0, r1;
+  int64_t r0 = 0, r1 = 0;
   PieceRange(m.rows, u % j.pieces, j.pieces, &r0, &r1);
-  Rows(j, m, j.y + k * 8192, r0, r1);
+  Rows(j, m, j.y + int64_t{8192} * k, r0, r1);
 }
 
 void BmDecodeGemvs(benchmark::State& state, PackedPrecision p, int threads, int64_t per_thread) {
@@ -202,7 +202,7 @@ void BmDecodeGemvs(benchmark::State& state, PackedPrecision p, int threads, int6
   std::vector<BlockQ8A> aq(static_cast<size_t>(Groups(5632)));
   ConvertActF16(x.data(), 5632, a16.data());
   QuantizeActQ8A(x.data(), 5632, aq.data());
-  std::vector<float> y(3 * 8192);
+  std::vector<float> y(size_t{3} * 8192);
   GemvJob job{&s, a16.data(), aq.data(), y.data()};
   ThreadPool& pool = Pool();
   const uint64_t runs0 = pool.runs();
@@ -229,15 +229,15 @@ void BmDecodeGemvs(benchmark::State& state, PackedPrecision p, int threads, int6
 
 // ---------------------------------------------------------------- dispatch cost
 
-void Nop(void* ctx, int i, int /*n*/) { static_cast<volatile int*>(ctx)[16 * i] = i; }
+void Nop(void* ctx, int i, int /*n*/) { static_cast<volatile int*>(ctx)[int64_t{16} * i] = i; }
 
 // Static Run: every participant must run its index, so this is the full round trip (wake,
 // run, barrier) of one dispatch with workers spinning between dispatches.
 void BmPoolDispatch(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  alignas(64) volatile int sink[64] = {};
+  alignas(64) int sink[64] = {};  // Nop writes it through a volatile pointer
   ThreadPool& pool = Pool();
-  for (auto _ : state) pool.Run(&Nop, const_cast<int*>(sink), threads);
+  for (auto _ : state) pool.Run(&Nop, sink, threads);
 }
 
 void RegisterAll() {
@@ -248,9 +248,9 @@ void RegisterAll() {
     for (int t : {1, 2}) {
       for (int64_t per_thread : {int64_t{0}, kPiecesPerThread, int64_t{16}}) {
         const std::string split = per_thread == 0 ? "one" : "engine" + std::to_string(per_thread);
-        benchmark::RegisterBenchmark(
-            ("DecodeGemvs/" + prec + "/t" + std::to_string(t) + "/" + split).c_str(),
-            BmDecodeGemvs, p, t, per_thread)
+        std::string name = "DecodeGemvs/";
+        name.append(prec).append("/t").append(std::to_string(t)).append("/").append(split);
+        benchmark::RegisterBenchmark(name.c_str(), BmDecodeGemvs, p, t, per_thread)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }

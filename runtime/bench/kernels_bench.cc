@@ -79,7 +79,7 @@ const Weights& GetWeights(PackedPrecision p, int64_t rows, int64_t cols, bool st
 struct Activations {
   std::vector<uint16_t> f16;
   std::vector<BlockQ8A> q8a;
-  int64_t ld16, ldq;
+  int64_t ld16 = 0, ldq = 0;
 };
 
 Activations MakeActivations(int64_t n, int64_t cols) {
@@ -182,15 +182,17 @@ void RegisterAll() {
     for (PackedPrecision p : {PackedPrecision::kW8, PackedPrecision::kW4}) {
       const std::string prec = p == PackedPrecision::kW8 ? "W8A16" : "W4A8";
       for (const Shape& s : kShapes) {
-        benchmark::RegisterBenchmark(("Gemv" + prec + "/" + t + "/" + s.name).c_str(), BmGemv,
-                                     tier, p, s.rows, s.cols)
+        std::string gemv = "Gemv";
+        gemv.append(prec).append("/").append(t).append("/").append(s.name);
+        benchmark::RegisterBenchmark(gemv.c_str(), BmGemv, tier, p, s.rows, s.cols)
             ->Unit(benchmark::kMicrosecond);
         // The scalar GEMM only at a small N (it is the reference, not a prefill path).
         for (int64_t n : tier == IsaTier::kScalar ? std::vector<int64_t>{4}
                                                   : std::vector<int64_t>{16, 128}) {
-          benchmark::RegisterBenchmark(
-              ("Gemm" + prec + "/" + t + "/" + s.name + "/n" + std::to_string(n)).c_str(), BmGemm,
-              tier, p, s.rows, s.cols, n)
+          std::string gemm = "Gemm";
+          gemm.append(prec).append("/").append(t).append("/").append(s.name);
+          gemm.append("/n").append(std::to_string(n));
+          benchmark::RegisterBenchmark(gemm.c_str(), BmGemm, tier, p, s.rows, s.cols, n)
               ->Unit(benchmark::kMillisecond);
         }
       }

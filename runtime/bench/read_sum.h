@@ -17,7 +17,7 @@ namespace {
 uint64_t SumScalar(const std::byte* p, size_t bytes) {
   uint64_t s0 = 0, s1 = 0;
   for (size_t i = 0; i < bytes; i += 16) {
-    uint64_t a, b;
+    uint64_t a = 0, b = 0;
     std::memcpy(&a, p + i, 8);
     std::memcpy(&b, p + i + 8, 8);
     s0 += a;

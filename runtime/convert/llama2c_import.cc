@@ -356,9 +356,9 @@ Result<void> ImportLlama2cTokenizer(std::span<const std::byte> bytes, int32_t vo
                                              " tokens (tokenizer does not match the model?)");
   }
   out.SetString("tokenizer.ggml.model", "llama");
-  out.SetStringArray("tokenizer.ggml.tokens", std::move(tokens));
-  out.SetFloat32Array("tokenizer.ggml.scores", std::move(scores));
-  out.SetInt32Array("tokenizer.ggml.token_type", std::move(types));
+  out.SetStringArray("tokenizer.ggml.tokens", tokens);
+  out.SetFloat32Array("tokenizer.ggml.scores", scores);
+  out.SetInt32Array("tokenizer.ggml.token_type", types);
   out.SetUint32("tokenizer.ggml.unknown_token_id", 0);
   out.SetUint32("tokenizer.ggml.bos_token_id", 1);
   out.SetUint32("tokenizer.ggml.eos_token_id", 2);

@@ -146,9 +146,9 @@ Result<TensorType> ParseTensorTypeName(std::string_view name) {
                    "unknown tensor type '" + std::string(name) + "' (f32, f16, bf16, q8_0, q4_0)");
 }
 
-Result<GgufWriter> BuildSynthModel(const SynthOptions& opts, const GgufFile& vocab,
-                                   SynthSummary* summary) {
-  const SynthPreset& p = opts.preset;
+namespace {
+
+Result<void> CheckPreset(const SynthPreset& p) {
   if (p.dim <= 0 || p.ffn <= 0 || p.layers <= 0 || p.heads <= 0 || p.kv_heads <= 0 ||
       p.dim % p.heads != 0 || p.heads % p.kv_heads != 0 || p.context <= 0) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -157,6 +157,11 @@ Result<GgufWriter> BuildSynthModel(const SynthOptions& opts, const GgufFile& voc
   if (p.arch != "llama" && p.arch != "qwen2") {
     return MakeError(ErrorCode::kUnsupported, "synth: architecture '" + std::string(p.arch) + "'");
   }
+  return {};
+}
+
+// The vocabulary size of a vocab GGUF (its tokenizer.ggml.tokens).
+Result<int64_t> VocabSize(const GgufFile& vocab) {
   auto tokens = vocab.GetArray("tokenizer.ggml.tokens");
   if (!tokens) {
     return MakeError(tokens.error().code,
@@ -167,11 +172,13 @@ Result<GgufWriter> BuildSynthModel(const SynthOptions& opts, const GgufFile& voc
     return MakeError(ErrorCode::kFormat, vocab.name() + ": tokenizer.ggml.tokens must be a "
                                                         "non-empty string array");
   }
-  const int64_t n_vocab = static_cast<int64_t>(tokens->count);
-  const int64_t head_dim = p.dim / p.heads;
-  const int64_t kv_dim = head_dim * p.kv_heads;
+  return static_cast<int64_t>(tokens->count);
+}
 
-  GgufWriter w;
+void WriteMetadata(const SynthOptions& opts, const GgufFile& vocab, int64_t n_vocab,
+                   GgufWriter& w) {
+  const SynthPreset& p = opts.preset;
+  const int64_t head_dim = p.dim / p.heads;
   const std::string a(p.arch);
   w.SetString("general.architecture", a);
   w.SetString("general.name", std::string(p.name) + " (ari-synth random weights, seed " +
@@ -191,9 +198,15 @@ Result<GgufWriter> BuildSynthModel(const SynthOptions& opts, const GgufFile& voc
   w.SetFloat32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
   w.SetUint32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
   w.CopyMetadata(vocab, "tokenizer.");
+}
 
-  SynthSummary sum;
-  sum.vocab_size = n_vocab;
+// Every tensor of the preset, with random values of the scale each kind needs; counts
+// them into `sum`.
+Result<void> AddTensors(const SynthOptions& opts, int64_t n_vocab, GgufWriter& w,
+                        SynthSummary& sum) {
+  const SynthPreset& p = opts.preset;
+  const int64_t head_dim = p.dim / p.heads;
+  const int64_t kv_dim = head_dim * p.kv_heads;
   auto add = [&](std::string name, TensorType type, std::vector<int64_t> ne, float center,
                  float half) -> Result<void> {
     int64_t n = 1;
@@ -238,7 +251,21 @@ Result<GgufWriter> BuildSynthModel(const SynthOptions& opts, const GgufFile& voc
     if (ok) ok = matrix(b + "ffn_up.weight", p.dim, p.ffn);
     if (ok) ok = matrix(b + "ffn_down.weight", p.ffn, p.dim);
   }
-  if (!ok) return std::unexpected(ok.error());
+  return ok;
+}
+
+}  // namespace
+
+Result<GgufWriter> BuildSynthModel(const SynthOptions& opts, const GgufFile& vocab,
+                                   SynthSummary* summary) {
+  if (auto r = CheckPreset(opts.preset); !r) return std::unexpected(r.error());
+  auto n_vocab = VocabSize(vocab);
+  if (!n_vocab) return std::unexpected(n_vocab.error());
+  GgufWriter w;
+  WriteMetadata(opts, vocab, *n_vocab, w);
+  SynthSummary sum;
+  sum.vocab_size = *n_vocab;
+  if (auto ok = AddTensors(opts, *n_vocab, w, sum); !ok) return std::unexpected(ok.error());
   sum.file_bytes = w.EstimatedFileSize();
   if (summary) *summary = sum;
   return w;

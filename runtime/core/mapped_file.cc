@@ -43,7 +43,7 @@ Result<MappedFile> MappedFile::Open(const std::filesystem::path& path) {
       ::close(fd);
       return IoError(path, "mmap", err);
     }
-    file.data_ = static_cast<const std::byte*>(p);
+    file.data_ = static_cast<std::byte*>(p);
   }
   ::close(fd);  // the mapping stays valid without the descriptor
   return file;
@@ -56,7 +56,7 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+    if (data_ != nullptr) ::munmap(data_, size_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     path_ = std::move(other.path_);
@@ -65,7 +65,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (data_ != nullptr) ::munmap(data_, size_);
 }
 
 }  // namespace ari::runtime

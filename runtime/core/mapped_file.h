@@ -25,7 +25,7 @@ class MappedFile {
 
  private:
   MappedFile() = default;
-  const std::byte* data_ = nullptr;
+  std::byte* data_ = nullptr;  // a PROT_READ mapping: handed out as const only
   size_t size_ = 0;
   std::filesystem::path path_;
 };

@@ -54,7 +54,6 @@ int64_t BlockBytes(TensorType t) {
     case TensorType::kF32:
       return 4;
     case TensorType::kF16:
-      return 2;
     case TensorType::kBF16:
       return 2;
     case TensorType::kQ4_0:
@@ -211,7 +210,7 @@ void DequantizeRow(TensorType type, const std::byte* src, float* dst, int64_t n)
     case TensorType::kBF16: {
       const bool f16 = type == TensorType::kF16;
       for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
+        uint16_t h = 0;
         std::memcpy(&h, src + 2 * i, 2);
         dst[i] = f16 ? Fp16ToFp32(h) : Bf16ToFp32(h);
       }
@@ -219,7 +218,7 @@ void DequantizeRow(TensorType type, const std::byte* src, float* dst, int64_t n)
     }
     case TensorType::kQ8_0: {
       for (int64_t b = 0; b < n / kQuantGroup; ++b) {
-        BlockQ8_0 blk;
+        BlockQ8_0 blk{};
         std::memcpy(&blk, src + b * sizeof(BlockQ8_0), sizeof blk);
         const float d = Fp16ToFp32(blk.d);
         float* out = dst + b * kQuantGroup;
@@ -229,7 +228,7 @@ void DequantizeRow(TensorType type, const std::byte* src, float* dst, int64_t n)
     }
     case TensorType::kQ4_0: {
       for (int64_t b = 0; b < n / kQuantGroup; ++b) {
-        BlockQ4_0 blk;
+        BlockQ4_0 blk{};
         std::memcpy(&blk, src + b * sizeof(BlockQ4_0), sizeof blk);
         const float d = Fp16ToFp32(blk.d);
         float* out = dst + b * kQuantGroup;
@@ -259,7 +258,7 @@ void QuantizeRow(TensorType type, const float* src, std::byte* dst, int64_t n) {
     }
     case TensorType::kQ8_0: {
       for (int64_t b = 0; b < n / kQuantGroup; ++b) {
-        BlockQ8_0 blk;
+        BlockQ8_0 blk{};
         QuantizeBlockQ8_0(src + b * kQuantGroup, &blk);
         std::memcpy(dst + b * sizeof(BlockQ8_0), &blk, sizeof blk);
       }
@@ -267,7 +266,7 @@ void QuantizeRow(TensorType type, const float* src, std::byte* dst, int64_t n) {
     }
     case TensorType::kQ4_0: {
       for (int64_t b = 0; b < n / kQuantGroup; ++b) {
-        BlockQ4_0 blk;
+        BlockQ4_0 blk{};
         QuantizeBlockQ4_0(src + b * kQuantGroup, &blk);
         std::memcpy(dst + b * sizeof(BlockQ4_0), &blk, sizeof blk);
       }

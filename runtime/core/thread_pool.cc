@@ -32,8 +32,11 @@ inline uint32_t WaitChange(const std::atomic<uint32_t>& a, uint32_t old) {
     if (v != old) return v;
     CpuRelax();
   }
-  uint32_t v;
-  while ((v = a.load(std::memory_order_acquire)) == old) a.wait(old, std::memory_order_acquire);
+  uint32_t v = a.load(std::memory_order_acquire);
+  while (v == old) {
+    a.wait(old, std::memory_order_acquire);
+    v = a.load(std::memory_order_acquire);
+  }
   return v;
 }
 

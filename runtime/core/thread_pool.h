@@ -93,7 +93,7 @@ class ThreadPool {
   alignas(64) std::atomic<uint64_t> open_slots_{0};
   alignas(64) std::atomic<uint32_t> joined_done_{0};
   std::atomic<bool> stop_{false};
-  int requested_[kMaxCpus];
+  int requested_[kMaxCpus] = {};
   int n_requested_ = 0;
   uint64_t runs_ = 0;  // written by the driving thread only
 };

@@ -71,6 +71,36 @@ class StopStringFilter {
   size_t emitted_ = 0;
 };
 
+Result<void> CheckArgs(const Session& session, const Sampler& sampler,
+                       std::span<const TokenId> prompt, const GenerateOptions& opts) {
+  const Model& model = session.model();
+  if (prompt.empty()) return MakeError(ErrorCode::kInvalidArgument, "generate: empty prompt");
+  if (opts.max_tokens < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "generate: max_tokens must be >= 0");
+  }
+  if (sampler.vocab_size() != model.config().vocab_size) {
+    return MakeError(ErrorCode::kInvalidArgument, "generate: sampler vocab size " +
+                                                      std::to_string(sampler.vocab_size()) +
+                                                      " != model vocab size " +
+                                                      std::to_string(model.config().vocab_size));
+  }
+  return {};
+}
+
+// The decoder's held-back bytes, after the last token; a stop string may still match.
+void FlushText(StreamDecoder& decoder, StopStringFilter& filter, std::string& piece,
+               GenerateResult& res) {
+  bool by_callback = false;
+  piece.clear();
+  decoder.Flush(piece);
+  res.text += piece;
+  if (!filter.Update(&by_callback)) {
+    res.stop_reason = by_callback ? StopReason::kCallback : StopReason::kStopString;
+  } else {
+    filter.Finish(&by_callback);
+  }
+}
+
 }  // namespace
 
 double GenerateResult::PromptTokensPerSecond() const {
@@ -83,18 +113,8 @@ double GenerateResult::GenTokensPerSecond() const {
 Result<GenerateResult> Generate(Session& session, Sampler& sampler,
                                 std::span<const TokenId> prompt, const GenerateOptions& opts,
                                 const TextCallback& on_text) {
-  const Model& model = session.model();
-  const Tokenizer* tok = model.tokenizer();
-  if (prompt.empty()) return MakeError(ErrorCode::kInvalidArgument, "generate: empty prompt");
-  if (opts.max_tokens < 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "generate: max_tokens must be >= 0");
-  }
-  if (sampler.vocab_size() != model.config().vocab_size) {
-    return MakeError(ErrorCode::kInvalidArgument, "generate: sampler vocab size " +
-                                                      std::to_string(sampler.vocab_size()) +
-                                                      " != model vocab size " +
-                                                      std::to_string(model.config().vocab_size));
-  }
+  const Tokenizer* tok = session.model().tokenizer();
+  if (auto r = CheckArgs(session, sampler, prompt, opts); !r) return std::unexpected(r.error());
   GenerateResult res;
   res.prompt_tokens = static_cast<int32_t>(prompt.size());
   const size_t budget = static_cast<size_t>(opts.max_tokens);
@@ -153,14 +173,7 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler,
   if (!stopped) res.stop_reason = StopReason::kMaxTokens;
   if (decoder && res.stop_reason != StopReason::kStopString &&
       res.stop_reason != StopReason::kCallback) {
-    piece.clear();
-    decoder->Flush(piece);
-    res.text += piece;
-    if (!filter.Update(&by_callback)) {
-      res.stop_reason = by_callback ? StopReason::kCallback : StopReason::kStopString;
-    } else {
-      filter.Finish(&by_callback);
-    }
+    FlushText(*decoder, filter, piece, res);
   }
   res.gen_seconds = Seconds(t1, Clock::now());
   return res;

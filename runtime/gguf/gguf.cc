@@ -94,7 +94,7 @@ class GgufParser {
   Result<void> Run(GgufFile& f);
 
  private:
-  std::unexpected<Error> Fail(uint64_t at, std::string what,
+  std::unexpected<Error> Fail(uint64_t at, const std::string& what,
                               ErrorCode code = ErrorCode::kFormat) const {
     return MakeError(code, name_ + ": offset " + std::to_string(at) + ": " + what);
   }
@@ -167,7 +167,7 @@ Result<void> GgufParser::SkipArray(GgufValueType elem, uint64_t count, uint64_t 
     if (elem == GgufValueType::kString) {
       // Inline (no message strings built per element: vocabularies have 100k+ strings).
       const uint64_t at = pos_;
-      uint64_t len;
+      uint64_t len = 0;
       if (Left() < 8 || (std::memcpy(&len, bytes_.data() + pos_, 8), len > Left() - 8)) {
         auto s = ReadString(ctx_of() + "string element " + std::to_string(i));
         return s ? Fail(at, "internal: string check mismatch", ErrorCode::kInternal)
@@ -283,7 +283,7 @@ Result<void> GgufParser::ReadMetadata(GgufFile& f, uint64_t n_kv) {
       f.alignment_ = static_cast<uint32_t>(a);
     }
     f.meta_index_.emplace(k, f.metadata_.size());
-    f.metadata_.push_back(GgufMetadata{std::move(k), type, std::move(*value)});
+    f.metadata_.push_back(GgufMetadata{std::move(k), type, *value});
   }
   return {};
 }
@@ -350,7 +350,7 @@ Result<void> GgufParser::ReadTensorInfos(GgufFile& f, uint64_t n_tensors,
 Result<void> GgufParser::Run(GgufFile& f) {
   if (auto ok = Need(4, "magic"); !ok) return ok;
   if (std::memcmp(bytes_.data(), "GGUF", 4) != 0) {
-    uint32_t m;
+    uint32_t m = 0;
     std::memcpy(&m, bytes_.data(), 4);
     char hex[16];
     std::snprintf(hex, sizeof hex, "0x%08x", std::byteswap(m));

@@ -70,6 +70,9 @@ class GgufFile {
 
   GgufFile(GgufFile&&) noexcept = default;
   GgufFile& operator=(GgufFile&&) noexcept = default;
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+  ~GgufFile() = default;
 
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
@@ -153,11 +156,11 @@ class GgufWriter {
   void SetFloat32(std::string key, float v);
   void SetFloat64(std::string key, double v);
   void SetBool(std::string key, bool v);
-  void SetString(std::string key, std::string v);
-  void SetStringArray(std::string key, std::vector<std::string> v);
-  void SetFloat32Array(std::string key, std::vector<float> v);
-  void SetInt32Array(std::string key, std::vector<int32_t> v);
-  void SetUint32Array(std::string key, std::vector<uint32_t> v);
+  void SetString(std::string key, std::string_view v);
+  void SetStringArray(std::string key, const std::vector<std::string>& v);
+  void SetFloat32Array(std::string key, const std::vector<float>& v);
+  void SetInt32Array(std::string key, const std::vector<int32_t>& v);
+  void SetUint32Array(std::string key, const std::vector<uint32_t>& v);
   // Copies every metadata entry of `src` whose key starts with `prefix` (e.g. "tokenizer.").
   void CopyMetadata(const GgufFile& src, std::string_view prefix);
 

@@ -16,6 +16,7 @@ bool AsInt128(const GgufValue& v, __int128* out) {
       [out](const auto& x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+          // NOLINTNEXTLINE(bugprone-signed-char-misuse): GGUF i8 is a number; sign-extend
           *out = static_cast<__int128>(x);
           return true;
         } else {
@@ -168,7 +169,7 @@ std::unexpected<Error> WrongType(const std::string& file, const GgufMetadata& m,
 Result<uint64_t> GgufFile::GetUint(std::string_view key) const {
   const GgufMetadata* m = Find(key);
   if (!m) return NotFound(name_, key);
-  __int128 v;
+  __int128 v = 0;
   if (!AsInt128(m->value, &v)) return WrongType(name_, *m, "an unsigned integer");
   if (v < 0) {
     return MakeError(ErrorCode::kFormat,
@@ -180,7 +181,7 @@ Result<uint64_t> GgufFile::GetUint(std::string_view key) const {
 Result<int64_t> GgufFile::GetInt(std::string_view key) const {
   const GgufMetadata* m = Find(key);
   if (!m) return NotFound(name_, key);
-  __int128 v;
+  __int128 v = 0;
   if (!AsInt128(m->value, &v)) return WrongType(name_, *m, "an integer");
   if (v > std::numeric_limits<int64_t>::max()) {
     return MakeError(ErrorCode::kFormat, name_ + ": key '" + m->key + "' value " +
@@ -228,7 +229,7 @@ Result<std::vector<std::string_view>> GgufFile::GetStringArray(std::string_view 
   size_t pos = 0;
   const size_t size = a->bytes.size();
   for (uint64_t i = 0; i < a->count; ++i) {
-    uint64_t len;
+    uint64_t len = 0;
     if (size - pos < 8) break;
     std::memcpy(&len, a->bytes.data() + pos, 8);
     pos += 8;
@@ -255,7 +256,7 @@ Result<std::vector<float>> GgufFile::GetFloatArray(std::string_view key) const {
   if (a->elem_type == GgufValueType::kFloat64 && a->bytes.size() / 8 >= a->count) {
     out.resize(a->count);
     for (uint64_t i = 0; i < a->count; ++i) {
-      double d;
+      double d = 0.0;
       std::memcpy(&d, a->bytes.data() + i * 8, 8);
       out[i] = static_cast<float>(d);
     }
@@ -298,6 +299,70 @@ Result<float> GgufFile::GetFloatOr(std::string_view key, float def) const {
 
 namespace {
 
+// Reads a T at p (zero when fewer than sizeof(T) bytes are left) and advances p, at
+// most to `end`.
+template <class T>
+T Take(const std::byte*& p, const std::byte* end) {
+  T v{};
+  if (end - p >= static_cast<ptrdiff_t>(sizeof(T))) std::memcpy(&v, p, sizeof(T));
+  p += std::min<ptrdiff_t>(end - p, sizeof(T));
+  return v;
+}
+
+template <class T>
+void RenderInt(const std::byte*& p, const std::byte* end, bool show, std::string* out) {
+  const T v = Take<T>(p, end);
+  if (show) *out += std::to_string(v);
+}
+
+template <class T>
+void RenderFloat(const std::byte*& p, const std::byte* end, bool show, std::string* out) {
+  const T v = Take<T>(p, end);
+  if (show) *out += FloatToString(v);
+}
+
+const std::byte* RenderArray(GgufValueType type, uint64_t count, const std::byte* p,
+                             const std::byte* end, size_t max_items, std::string* out);
+
+// Renders one encoded element of `type` from `p` (bounded by `end`) when `show`, else
+// only skips it; returns its end.
+const std::byte* RenderElement(GgufValueType type, const std::byte* p, const std::byte* end,
+                               bool show, size_t max_items, std::string* out) {
+  switch (type) {
+    case GgufValueType::kUint8: RenderInt<uint8_t>(p, end, show, out); break;
+    case GgufValueType::kInt8: RenderInt<int8_t>(p, end, show, out); break;
+    case GgufValueType::kUint16: RenderInt<uint16_t>(p, end, show, out); break;
+    case GgufValueType::kInt16: RenderInt<int16_t>(p, end, show, out); break;
+    case GgufValueType::kUint32: RenderInt<uint32_t>(p, end, show, out); break;
+    case GgufValueType::kInt32: RenderInt<int32_t>(p, end, show, out); break;
+    case GgufValueType::kUint64: RenderInt<uint64_t>(p, end, show, out); break;
+    case GgufValueType::kInt64: RenderInt<int64_t>(p, end, show, out); break;
+    case GgufValueType::kFloat32: RenderFloat<float>(p, end, show, out); break;
+    case GgufValueType::kFloat64: RenderFloat<double>(p, end, show, out); break;
+    case GgufValueType::kBool: {
+      auto v = Take<uint8_t>(p, end);
+      if (show) *out += v ? "true" : "false";
+      break;
+    }
+    case GgufValueType::kString: {
+      const uint64_t len = Take<uint64_t>(p, end);
+      const uint64_t n = std::min<uint64_t>(len, static_cast<uint64_t>(end - p));
+      if (show) *out += Quote(std::string_view(reinterpret_cast<const char*>(p), n), 64);
+      p += n;
+      break;
+    }
+    case GgufValueType::kArray: {
+      const auto et = static_cast<GgufValueType>(Take<uint32_t>(p, end));
+      const uint64_t n = Take<uint64_t>(p, end);
+      std::string inner;
+      p = RenderArray(et, n, p, end, show ? max_items : 0, &inner);
+      if (show) *out += inner;
+      break;
+    }
+  }
+  return p;
+}
+
 // Renders `count` encoded elements of `type` from `p` (bounded by `end`); returns the end.
 const std::byte* RenderArray(GgufValueType type, uint64_t count, const std::byte* p,
                              const std::byte* end, size_t max_items, std::string* out) {
@@ -314,84 +379,7 @@ const std::byte* RenderArray(GgufValueType type, uint64_t count, const std::byte
         break;
       }
     }
-    auto take = [&]<class T>(T) -> T {
-      T v{};
-      if (end - p >= static_cast<ptrdiff_t>(sizeof(T))) std::memcpy(&v, p, sizeof(T));
-      p += std::min<ptrdiff_t>(end - p, sizeof(T));
-      return v;
-    };
-    switch (type) {
-      case GgufValueType::kUint8: {
-        auto v = take(uint8_t{});
-        if (show) *out += std::to_string(v);
-        break;
-      }
-      case GgufValueType::kInt8: {
-        auto v = take(int8_t{});
-        if (show) *out += std::to_string(v);
-        break;
-      }
-      case GgufValueType::kUint16: {
-        auto v = take(uint16_t{});
-        if (show) *out += std::to_string(v);
-        break;
-      }
-      case GgufValueType::kInt16: {
-        auto v = take(int16_t{});
-        if (show) *out += std::to_string(v);
-        break;
-      }
-      case GgufValueType::kUint32: {
-        auto v = take(uint32_t{});
-        if (show) *out += std::to_string(v);
-        break;
-      }
-      case GgufValueType::kInt32: {
-        auto v = take(int32_t{});
-        if (show) *out += std::to_string(v);
-        break;
-      }
-      case GgufValueType::kUint64: {
-        auto v = take(uint64_t{});
-        if (show) *out += std::to_string(v);
-        break;
-      }
-      case GgufValueType::kInt64: {
-        auto v = take(int64_t{});
-        if (show) *out += std::to_string(v);
-        break;
-      }
-      case GgufValueType::kFloat32: {
-        auto v = take(float{});
-        if (show) *out += FloatToString(v);
-        break;
-      }
-      case GgufValueType::kFloat64: {
-        auto v = take(double{});
-        if (show) *out += FloatToString(v);
-        break;
-      }
-      case GgufValueType::kBool: {
-        auto v = take(uint8_t{});
-        if (show) *out += v ? "true" : "false";
-        break;
-      }
-      case GgufValueType::kString: {
-        const uint64_t len = take(uint64_t{});
-        const uint64_t n = std::min<uint64_t>(len, static_cast<uint64_t>(end - p));
-        if (show) *out += Quote(std::string_view(reinterpret_cast<const char*>(p), n), 64);
-        p += n;
-        break;
-      }
-      case GgufValueType::kArray: {
-        const auto et = static_cast<GgufValueType>(take(uint32_t{}));
-        const uint64_t n = take(uint64_t{});
-        std::string inner;
-        p = RenderArray(et, n, p, end, show ? max_items : 0, &inner);
-        if (show) *out += inner;
-        break;
-      }
-    }
+    p = RenderElement(type, p, end, show, max_items, out);
   }
   *out += "]";
   return p;

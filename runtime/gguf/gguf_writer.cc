@@ -113,13 +113,13 @@ void GgufWriter::SetBool(std::string k, bool v) {
   SetRaw(std::move(k), GgufValueType::kBool, Scalar<uint8_t>(v ? 1 : 0));
 }
 
-void GgufWriter::SetString(std::string k, std::string v) {
+void GgufWriter::SetString(std::string k, std::string_view v) {
   std::vector<std::byte> enc;
   PutString(&enc, v);
   SetRaw(std::move(k), GgufValueType::kString, std::move(enc));
 }
 
-void GgufWriter::SetStringArray(std::string k, std::vector<std::string> v) {
+void GgufWriter::SetStringArray(std::string k, const std::vector<std::string>& v) {
   std::vector<std::byte> enc;
   Put<uint32_t>(&enc, static_cast<uint32_t>(GgufValueType::kString));
   Put<uint64_t>(&enc, v.size());
@@ -127,13 +127,13 @@ void GgufWriter::SetStringArray(std::string k, std::vector<std::string> v) {
   SetRaw(std::move(k), GgufValueType::kArray, std::move(enc));
 }
 
-void GgufWriter::SetFloat32Array(std::string k, std::vector<float> v) {
+void GgufWriter::SetFloat32Array(std::string k, const std::vector<float>& v) {
   SetRaw(std::move(k), GgufValueType::kArray, FixedArray(GgufValueType::kFloat32, v));
 }
-void GgufWriter::SetInt32Array(std::string k, std::vector<int32_t> v) {
+void GgufWriter::SetInt32Array(std::string k, const std::vector<int32_t>& v) {
   SetRaw(std::move(k), GgufValueType::kArray, FixedArray(GgufValueType::kInt32, v));
 }
-void GgufWriter::SetUint32Array(std::string k, std::vector<uint32_t> v) {
+void GgufWriter::SetUint32Array(std::string k, const std::vector<uint32_t>& v) {
   SetRaw(std::move(k), GgufValueType::kArray, FixedArray(GgufValueType::kUint32, v));
 }
 

@@ -106,8 +106,11 @@ const TierState& Tiers() {
   return state;
 }
 
-// Packed (max << 8) | active, so both change together.
-std::atomic<uint16_t> g_tier_state{0xffffu};  // 0xffff: not initialised yet
+// Packed (max << 8) | active, so both change together. Constant-initialised (no guard).
+std::atomic<uint16_t>& TierWord() {
+  static std::atomic<uint16_t> state{0xffffu};  // 0xffff: not initialised yet
+  return state;
+}
 
 uint16_t Encode(IsaTier max, IsaTier active) {
   return static_cast<uint16_t>((static_cast<unsigned>(max) << 8) | static_cast<unsigned>(active));
@@ -123,13 +126,12 @@ IsaTier ClampToSupported(IsaTier max) {
 }
 
 uint16_t LoadState() {
-  uint16_t s = g_tier_state.load(std::memory_order_relaxed);
+  uint16_t s = TierWord().load(std::memory_order_relaxed);
   if (s == 0xffffu) {
     const IsaTier best = BestIsaTier();
     uint16_t expected = 0xffffu;
-    g_tier_state.compare_exchange_strong(expected, Encode(best, best),
-                                         std::memory_order_relaxed);
-    s = g_tier_state.load(std::memory_order_relaxed);
+    TierWord().compare_exchange_strong(expected, Encode(best, best), std::memory_order_relaxed);
+    s = TierWord().load(std::memory_order_relaxed);
   }
   return s;
 }
@@ -213,7 +215,7 @@ Result<void> SetMaxIsaTier(IsaTier tier) {
                      "ISA tier " + std::string(IsaTierName(tier)) +
                          " belongs to another CPU architecture than this build's");
   }
-  g_tier_state.store(Encode(tier, ClampToSupported(tier)), std::memory_order_relaxed);
+  TierWord().store(Encode(tier, ClampToSupported(tier)), std::memory_order_relaxed);
   return {};
 }
 

@@ -14,17 +14,17 @@ namespace {
 
 // Tables hold only function addresses (constant-initialized: nothing of an ISA-specific
 // file executes until a kernel of a supported tier is called).
-#define ARI_KERNEL_TABLE(ns, tier_value, mm)                                              \
-  KernelTable {                                                                          \
-    .tier = tier_value, .gemv_w8a16 = internal::mm::GemvW8A16,                           \
-    .gemm_w8a16 = internal::mm::GemmW8A16, .gemv_w4a8 = internal::mm::GemvW4A8,          \
-    .gemm_w4a8 = internal::mm::GemmW4A8, .quantize_q8a = internal::ns::QuantizeQ8A,      \
-    .convert_f16 = internal::ns::ConvertF16, .convert_bf16 = internal::ns::ConvertBf16,  \
-    .sum_squares = internal::ns::SumSquares, .scale_mul = internal::ns::ScaleMul,        \
-    .swiglu = internal::ns::SwiGlu, .attn_scores_f16 = internal::ns::AttnScoresF16,      \
-    .attn_scores_f32 = internal::ns::AttnScoresF32, .softmax = internal::ns::Softmax,    \
-    .attn_values_f16 = internal::ns::AttnValuesF16,                                      \
-    .attn_values_f32 = internal::ns::AttnValuesF32,                                      \
+#define ARI_KERNEL_TABLE(ns, tier_value, mm)                                            \
+  KernelTable {                                                                         \
+    .tier = (tier_value), .gemv_w8a16 = internal::mm::GemvW8A16,                        \
+    .gemm_w8a16 = internal::mm::GemmW8A16, .gemv_w4a8 = internal::mm::GemvW4A8,         \
+    .gemm_w4a8 = internal::mm::GemmW4A8, .quantize_q8a = internal::ns::QuantizeQ8A,     \
+    .convert_f16 = internal::ns::ConvertF16, .convert_bf16 = internal::ns::ConvertBf16, \
+    .sum_squares = internal::ns::SumSquares, .scale_mul = internal::ns::ScaleMul,       \
+    .swiglu = internal::ns::SwiGlu, .attn_scores_f16 = internal::ns::AttnScoresF16,     \
+    .attn_scores_f32 = internal::ns::AttnScoresF32, .softmax = internal::ns::Softmax,   \
+    .attn_values_f16 = internal::ns::AttnValuesF16,                                     \
+    .attn_values_f32 = internal::ns::AttnValuesF32,                                     \
   }
 
 constexpr KernelTable kScalarTable = ARI_KERNEL_TABLE(scalar, IsaTier::kScalar, scalar);

@@ -29,40 +29,40 @@ struct KernelTable {
   IsaTier tier = IsaTier::kScalar;
   // y[r] = sum_k W[r][k] * x[k] for r in [r0, r1).
   void (*gemv_w8a16)(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
-                     int64_t r1);
+                     int64_t r1) = nullptr;
   // y[t * ldy + r] = sum_k W[r][k] * x[t * ldx + k] for t < n, r in [r0, r1).
   // ldx in fp16 elements (>= PaddedCols), ldy in floats.
-  void (*gemm_w8a16)(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n,
-                     float* y, int64_t ldy, int64_t r0, int64_t r1);
+  void (*gemm_w8a16)(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+                     int64_t ldy, int64_t r0, int64_t r1) = nullptr;
   void (*gemv_w4a8)(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
-                    int64_t r1);
+                    int64_t r1) = nullptr;
   // ldx in blocks (>= Groups(cols)).
-  void (*gemm_w4a8)(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n,
-                    float* y, int64_t ldy, int64_t r0, int64_t r1);
+  void (*gemm_w4a8)(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
+                    int64_t ldy, int64_t r0, int64_t r1) = nullptr;
   // n % 32 == 0: n / 32 blocks (see BlockQ8A).
-  void (*quantize_q8a)(const float* x, int64_t n, BlockQ8A* out);
+  void (*quantize_q8a)(const float* x, int64_t n, BlockQ8A* out) = nullptr;
   // out[i] = fp16(clamp(x[i], -65504, 65504)), round to nearest even; any n.
-  void (*convert_f16)(const float* x, int64_t n, uint16_t* out);
+  void (*convert_f16)(const float* x, int64_t n, uint16_t* out) = nullptr;
   // out[i] = bf16(x[i]), round to nearest even; any n.
-  void (*convert_bf16)(const float* x, int64_t n, uint16_t* out);
+  void (*convert_bf16)(const float* x, int64_t n, uint16_t* out) = nullptr;
   // sum of x[i]^2.
-  float (*sum_squares)(const float* x, int64_t n);
+  float (*sum_squares)(const float* x, int64_t n) = nullptr;
   // out[i] = x[i] * s * w[i].
-  void (*scale_mul)(const float* x, const float* w, float s, int64_t n, float* out);
+  void (*scale_mul)(const float* x, const float* w, float s, int64_t n, float* out) = nullptr;
   // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
-  void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
+  void (*swiglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
   // out[t] = scale * sum_i q[i] * k[t * ldk + i] for t < nt, i < d (fp16 or fp32 keys).
-  void (*attn_scores_f16)(const float* q, const uint16_t* k, int64_t ldk, int64_t d,
-                          int64_t nt, float scale, float* out);
+  void (*attn_scores_f16)(const float* q, const uint16_t* k, int64_t ldk, int64_t d, int64_t nt,
+                          float scale, float* out) = nullptr;
   void (*attn_scores_f32)(const float* q, const float* k, int64_t ldk, int64_t d, int64_t nt,
-                          float scale, float* out);
+                          float scale, float* out) = nullptr;
   // In place: x[i] = exp(x[i] - max) / sum_j exp(x[j] - max); n >= 1.
-  void (*softmax)(float* x, int64_t n);
+  void (*softmax)(float* x, int64_t n) = nullptr;
   // out[i] = sum_t p[t] * v[t * ldv + i] for i < d, t < nt (out is overwritten).
-  void (*attn_values_f16)(const float* p, const uint16_t* v, int64_t ldv, int64_t d,
-                          int64_t nt, float* out);
+  void (*attn_values_f16)(const float* p, const uint16_t* v, int64_t ldv, int64_t d, int64_t nt,
+                          float* out) = nullptr;
   void (*attn_values_f32)(const float* p, const float* v, int64_t ldv, int64_t d, int64_t nt,
-                          float* out);
+                          float* out) = nullptr;
 };
 
 // Table for `tier`, falling back to the best lower tier whose kernels are compiled in

@@ -43,10 +43,10 @@ struct KvInt8Kernels {
   // ks[t * ld / 4 + i / group] * k[t * ld + i]. k points at the head's first int8 value of
   // row 0, ks at its first scale; ld is the row stride in bytes (a multiple of 4).
   void (*scores)(const float* qv, const int8_t* k, const float* ks, int64_t ld, int64_t d,
-                 int64_t group, int64_t nt, float scale, float* out);
+                 int64_t group, int64_t nt, float scale, float* out) = nullptr;
   // out[i] = sum_t p[t] * V(t, i) for i < d (out is overwritten).
   void (*values)(const float* p, const int8_t* v, const float* vs, int64_t ld, int64_t d,
-                 int64_t group, int64_t nt, float* out);
+                 int64_t group, int64_t nt, float* out) = nullptr;
 };
 
 // Kernels for `tier` (the AVX2 path for kAvx2 / kAvx512Vnni on x86-64, else scalar).

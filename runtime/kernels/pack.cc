@@ -17,18 +17,27 @@ void StoreU16(std::byte* p, uint16_t v) {
 }
 
 // Writes one GGUF-format block (Q8_0 for kW8, Q4_0 for kW4) as row i of tile `tile`.
-void PutW8(std::byte* tile, int i, const BlockQ8_0& blk) {
+void PutW8(std::byte* tile, int64_t i, const BlockQ8_0& blk) {
   StoreU16(tile + 2 * i, blk.d);
   std::memcpy(tile + 16 + 32 * i, blk.qs, 32);
 }
 
-void PutW4(std::byte* tile, int i, const BlockQ4_0& blk) {
+void PutW4(std::byte* tile, int64_t i, const BlockQ4_0& blk) {
   StoreU16(tile + 2 * i, blk.d);
   // Q4_0 byte jj (jj < 16) holds quants jj (low) and jj + 16 (high): exactly the packed
   // byte 32 * (jj / 4) + 4 * i + jj % 4.
-  for (int v = 0; v < 4; ++v) std::memcpy(tile + 16 + 32 * v + 4 * i, blk.qs + 4 * v, 4);
+  for (int64_t v = 0; v < 4; ++v) std::memcpy(tile + 16 + 32 * v + 4 * i, blk.qs + 4 * v, 4);
 }
 
+// Quant j of row i of a packed tile (W8: int8; W4: nibble - 8, layout.h).
+int PackedQuant(const std::byte* tile, PackedPrecision precision, int64_t i, int j) {
+  if (precision == PackedPrecision::kW8) {
+    return static_cast<int>(std::to_integer<int8_t>(tile[16 + 32 * i + j]));
+  }
+  const int jj = j & 15;
+  const auto b = static_cast<unsigned>(tile[16 + 32 * (jj >> 2) + 4 * i + (jj & 3)]);
+  return static_cast<int>(j < 16 ? (b & 0x0fu) : (b >> 4)) - 8;
+}
 
 }  // namespace
 
@@ -81,15 +90,15 @@ Result<void> PackMatrix(PackedPrecision precision, TensorType src_type, const st
       qrow = blocks.data();
     }
     std::byte* block = dst.data() + (r / kRowInterleave) * groups * tile_bytes;
-    const int i = static_cast<int>(r % kRowInterleave);
+    const int64_t i = r % kRowInterleave;
     for (int64_t g = 0; g < groups; ++g) {
       std::byte* tile = block + g * tile_bytes;
       if (w8) {
-        BlockQ8_0 blk;
+        BlockQ8_0 blk{};
         std::memcpy(&blk, qrow + g * sizeof(BlockQ8_0), sizeof blk);
         PutW8(tile, i, blk);
       } else {
-        BlockQ4_0 blk;
+        BlockQ4_0 blk{};
         std::memcpy(&blk, qrow + g * sizeof(BlockQ4_0), sizeof blk);
         PutW4(tile, i, blk);
       }
@@ -115,21 +124,14 @@ Result<void> UnpackRow(const PackedMatrix& w, int64_t row, std::span<float> out)
   const int64_t groups = Groups(w.cols);
   const int64_t tile_bytes = TileBytes(w.precision);
   const std::byte* block = w.data + (row / kRowInterleave) * groups * tile_bytes;
-  const int i = static_cast<int>(row % kRowInterleave);
+  const int64_t i = row % kRowInterleave;
   for (int64_t g = 0; g < groups; ++g) {
     const std::byte* tile = block + g * tile_bytes;
     const float d = Fp16ToFp32(LoadU16(tile + 2 * i));
     for (int j = 0; j < kGroup; ++j) {
       const int64_t c = g * kGroup + j;
       if (c >= w.cols) break;
-      int q;
-      if (w.precision == PackedPrecision::kW8) {
-        q = static_cast<int8_t>(tile[16 + 32 * i + j]);
-      } else {
-        const int jj = j & 15;
-        const auto b = static_cast<unsigned>(tile[16 + 32 * (jj >> 2) + 4 * i + (jj & 3)]);
-        q = static_cast<int>(j < 16 ? (b & 0x0fu) : (b >> 4)) - 8;
-      }
+      const int q = PackedQuant(tile, w.precision, i, j);
       out[static_cast<size_t>(c)] = d * static_cast<float>(q);
     }
   }

@@ -37,8 +37,8 @@ void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
       float xf[kGroup];
       for (int j = 0; j < kGroup; ++j) xf[j] = Fp16ToFp32(x[g * kGroup + j]);
       for (int i = 0; i < kRowInterleave; ++i) {
-        const float d = Fp16ToFp32(LoadU16(tile + 2 * i));
-        const auto* q = reinterpret_cast<const int8_t*>(tile + 16 + 32 * i);
+        const float d = Fp16ToFp32(LoadU16(tile + int64_t{2} * i));
+        const auto* q = reinterpret_cast<const int8_t*>(tile + 16 + int64_t{32} * i);
         float s = 0.0f;
         for (int j = 0; j < kGroup; ++j) s += static_cast<float>(q[j]) * xf[j];
         acc[i] += d * s;
@@ -68,7 +68,7 @@ void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
       for (int i = 0; i < kRowInterleave; ++i) {
         int32_t isum = 0;
         for (int j = 0; j < kGroup; ++j) isum += W4Quant(tile + 16, i, j) * a.qs[j];
-        const float dw = Fp16ToFp32(LoadU16(tile + 2 * i));
+        const float dw = Fp16ToFp32(LoadU16(tile + int64_t{2} * i));
         acc[i] = std::fma(static_cast<float>(isum - 8 * a.sum), dw * a.d, acc[i]);
       }
     }

@@ -39,11 +39,8 @@ uint16_t BitsFromType(int32_t type) {
   return 0;
 }
 
-}  // namespace
-
-Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenId def_eos,
-                                        TokenId def_unk, bool def_add_bos,
-                                        bool def_add_space_prefix) {
+// The sizes of the spec's arrays agree.
+Result<void> CheckSpec(const VocabSpec& spec) {
   const size_t n = spec.tokens.size();
   if (n == 0) return MakeError(ErrorCode::kFormat, "tokenizer: empty vocabulary");
   if (n > static_cast<size_t>(INT32_MAX) / 2) {
@@ -58,6 +55,25 @@ Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenI
                                              std::to_string(spec.token_types.size()) +
                                              " token types for " + std::to_string(n) + " tokens");
   }
+  return {};
+}
+
+}  // namespace
+
+Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenId def_eos,
+                                        TokenId def_unk, bool def_add_bos,
+                                        bool def_add_space_prefix) {
+  if (auto r = CheckSpec(spec); !r) return r;
+  TakeVocabulary(spec);
+  PickSpecialTokens(spec, def_bos, def_eos, def_unk, def_add_bos, def_add_space_prefix);
+  FindEndOfGeneration();
+  BuildSpecialCache();
+  SetStripBits(spec.name);
+  return {};
+}
+
+void VocabTokenizer::TakeVocabulary(VocabSpec& spec) {
+  const size_t n = spec.tokens.size();
   model_ = spec.model;
   pre_ = spec.pre.empty() ? std::string("default") : spec.pre;
   tokens_ = std::move(spec.tokens);
@@ -72,7 +88,12 @@ Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenI
   }
   token_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) token_to_id_[tokens_[i]] = static_cast<TokenId>(i);  // last wins
+}
 
+void VocabTokenizer::PickSpecialTokens(const VocabSpec& spec, TokenId def_bos, TokenId def_eos,
+                                       TokenId def_unk, bool def_add_bos,
+                                       bool def_add_space_prefix) {
+  const size_t n = tokens_.size();
   auto pick = [n](int64_t given, TokenId def) -> TokenId {
     if (given >= 0 && static_cast<uint64_t>(given) < n) return static_cast<TokenId>(given);
     return (def >= 0 && static_cast<size_t>(def) < n) ? def : -1;
@@ -87,7 +108,9 @@ Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenI
   add_eos_ = spec.add_eos >= 0 && spec.add_eos != 0;
   add_space_prefix_ = spec.add_space_prefix >= 0 ? spec.add_space_prefix != 0
                                                  : def_add_space_prefix;
+}
 
+void VocabTokenizer::FindEndOfGeneration() {
   // End-of-turn / end-of-generation tokens recognised by their text, as llama.cpp does;
   // such tokens become control tokens.
   auto force_control = [this](TokenId id) {
@@ -100,8 +123,12 @@ Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenI
     return -1;
   };
   if (eot_ < 0) {
+    // The last is "<｜end▁of▁sentence｜>", split so that "\x9C" "e" is not read as "\x9Ce"
+    // (parenthesised: the concatenation is intended).
     eot_ = find_first({"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                       "<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"});
+                       "<EOT>",
+                       ("<\xEF\xBD\x9C"
+                        "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>")});
     if (eot_ >= 0) force_control(eot_);
   }
   if (eom_ < 0) {
@@ -127,8 +154,10 @@ Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenI
   std::sort(eog.begin(), eog.end());
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
   eog_ = std::move(eog);
+}
 
-  for (size_t i = 0; i < n; ++i) {
+void VocabTokenizer::BuildSpecialCache() {
+  for (size_t i = 0; i < tokens_.size(); ++i) {
     if (bits_[i] & (kBitControl | kBitUserDefined | kBitUnknown)) {
       special_cache_.push_back(static_cast<TokenId>(i));
     }
@@ -136,9 +165,11 @@ Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenI
   std::stable_sort(special_cache_.begin(), special_cache_.end(), [this](TokenId a, TokenId b) {
     return tokens_[static_cast<size_t>(a)].size() > tokens_[static_cast<size_t>(b)].size();
   });
+}
 
+void VocabTokenizer::SetStripBits(std::string_view spec_name) {
   // Per-token strip attributes llama.cpp derives from the model / pre-tokenizer name.
-  const std::string name = Lower(spec.name);
+  const std::string name = Lower(spec_name);
   auto set_bit = [this](TokenId id, uint16_t bit, bool on) {
     if (id < 0) return;
     auto& b = bits_[static_cast<size_t>(id)];
@@ -154,7 +185,6 @@ Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenI
       set_bit(FindToken(t), kBitRstrip, false);
     }
   }
-  return {};
 }
 
 void VocabTokenizer::BuildPieces() {

@@ -97,8 +97,8 @@ class BpeTokenizer final : public VocabTokenizer {
       ranks_.try_emplace(std::make_pair(m.substr(0, pos), m.substr(pos + 1)),
                          static_cast<int>(std::min<size_t>(i, INT32_MAX)));
     }
-    if (auto r = InitCommon(spec, /*bos=*/11, /*eos=*/11, /*unk=*/-1, info.add_bos,
-                            /*add_space_prefix=*/false);
+    if (auto r = InitCommon(spec, /*def_bos=*/11, /*def_eos=*/11, /*def_unk=*/-1, info.add_bos,
+                            /*def_add_space_prefix=*/false);
         !r) {
       return r;
     }

@@ -46,6 +46,8 @@ class PreTokenizer {
   // kUnsupported for an unknown name; "" means "default".
   static Result<std::unique_ptr<PreTokenizer>> Create(std::string_view pre);
   ~PreTokenizer();
+  PreTokenizer(const PreTokenizer&) = delete;
+  PreTokenizer& operator=(const PreTokenizer&) = delete;
   // Appends the words of `text` as [begin, end) byte ranges (they cover `text` exactly).
   Result<void> Split(std::string_view text, std::vector<std::pair<size_t, size_t>>& words) const;
   const std::vector<std::string>& patterns() const;
@@ -118,6 +120,15 @@ class VocabTokenizer : public Tokenizer {
   std::vector<std::string> pieces_;     // piece with special=true
   TokenId bos_ = -1, eos_ = -1, unk_ = -1, pad_ = -1, eot_ = -1, eom_ = -1;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
+
+ private:
+  // The steps of InitCommon(), in order.
+  void TakeVocabulary(VocabSpec& spec);  // tokens, scores, types, attribute bits, index
+  void PickSpecialTokens(const VocabSpec& spec, TokenId def_bos, TokenId def_eos,
+                         TokenId def_unk, bool def_add_bos, bool def_add_space_prefix);
+  void FindEndOfGeneration();  // EOT/EOM by their text, the end-of-generation set
+  void BuildSpecialCache();
+  void SetStripBits(std::string_view spec_name);  // lstrip/rstrip as llama.cpp names them
 };
 
 Result<std::unique_ptr<Tokenizer>> MakeSpm(VocabSpec spec);

@@ -36,8 +36,8 @@ struct BigramLess {
 class SpmTokenizer final : public VocabTokenizer {
  public:
   Result<void> Init(VocabSpec& spec) {
-    if (auto r = InitCommon(spec, /*bos=*/1, /*eos=*/2, /*unk=*/0, /*add_bos=*/true,
-                            /*add_space_prefix=*/true);
+    if (auto r = InitCommon(spec, /*def_bos=*/1, /*def_eos=*/2, /*def_unk=*/0, /*def_add_bos=*/true,
+                            /*def_add_space_prefix=*/true);
         !r) {
       return r;
     }

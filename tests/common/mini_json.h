@@ -28,6 +28,7 @@ struct Json {
   bool Has(const std::string& key) const { return obj.count(key) != 0; }
   std::vector<int32_t> Ints() const {
     std::vector<int32_t> r;
+    r.reserve(arr.size());
     for (const Json& j : arr) r.push_back(static_cast<int32_t>(j.num));
     return r;
   }

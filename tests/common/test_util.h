@@ -63,9 +63,9 @@ inline std::filesystem::path TempDir(const std::string& tag) {
 }  // namespace ari::testing
 
 // Skip the current test with a clear message when a model file is absent.
-#define ARI_REQUIRE_MODEL(var, rel)                                                      \
-  const std::filesystem::path var = ::ari::testing::ModelFile(rel);                      \
-  if (var.empty()) {                                                                     \
-    GTEST_SKIP() << "model data not found: " << (::ari::testing::ModelsDir() / (rel))    \
-                 << " (set ARI_MODELS_DIR to the shared/models folder)";                 \
+#define ARI_REQUIRE_MODEL(var, rel)                                                   \
+  const std::filesystem::path var = ::ari::testing::ModelFile(rel);                   \
+  if ((var).empty()) {                                                                \
+    GTEST_SKIP() << "model data not found: " << (::ari::testing::ModelsDir() / (rel)) \
+                 << " (set ARI_MODELS_DIR to the shared/models folder)";              \
   }

@@ -99,18 +99,18 @@ TEST(DdsWrappers, QosTable) {
     // Fixed-size types are a precondition of the shared-memory path.
     EXPECT_NE(dds::TopicDescriptor(k)->m_flagset & DDS_TOPIC_FIXED_SIZE, 0u) << spec.name;
     dds::Qos wq = dds::WriterQos(k, std::chrono::seconds(1));
-    dds_reliability_kind_t rel;
-    dds_duration_t block;
+    dds_reliability_kind_t rel = DDS_RELIABILITY_BEST_EFFORT;
+    dds_duration_t block = 0;
     ASSERT_TRUE(dds_qget_reliability(wq.get(), &rel, &block));
     EXPECT_EQ(rel, DDS_RELIABILITY_RELIABLE);
-    dds_duration_t deadline;
+    dds_duration_t deadline = 0;
     EXPECT_FALSE(dds_qget_deadline(wq.get(), &deadline)) << "no deadline QoS (disables shm)";
-    dds_durability_kind_t dur;
+    dds_durability_kind_t dur = DDS_DURABILITY_VOLATILE;
     ASSERT_TRUE(dds_qget_durability(wq.get(), &dur));
     EXPECT_EQ(dur, k == TopicKind::kNodeStatus ? DDS_DURABILITY_TRANSIENT_LOCAL
                                                : DDS_DURABILITY_VOLATILE);
-    dds_liveliness_kind_t lk;
-    dds_duration_t lease;
+    dds_liveliness_kind_t lk = DDS_LIVELINESS_MANUAL_BY_TOPIC;
+    dds_duration_t lease = 0;
     ASSERT_TRUE(dds_qget_liveliness(wq.get(), &lk, &lease));
     EXPECT_EQ(lk, DDS_LIVELINESS_AUTOMATIC);
     EXPECT_EQ(lease == DDS_INFINITY, k != TopicKind::kNodeStatus);

@@ -238,6 +238,7 @@ class FakeNodeProcess {
     env_strings.push_back("ARI_FAKE_NODE_ID=" + cfg.node_id);
     env_strings.push_back("ARI_FAKE_NODE_SEQ=" + std::to_string(cfg.status_seq));
     std::vector<char*> envp;
+    envp.reserve(env_strings.size() + 1);
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
     char exe[] = "/proc/self/exe";
@@ -277,7 +278,7 @@ class FakeNodeProcess {
   pid_t pid() const { return pid_; }
   // Blocks until the child serves (true) or died (false).
   bool WaitReady() {
-    char c;
+    char c = 0;
     return pid_ > 0 && read(ready_fd_, &c, 1) == 1;
   }
   // Orderly stop; returns the child's exit code (or -1) and fills *report.

@@ -38,9 +38,10 @@ int Shell(const std::string& cmd, std::string* out) {
   FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (p == nullptr) return -1;
   char buf[4096];
-  size_t n;
   out->clear();
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  for (size_t n = fread(buf, 1, sizeof buf, p); n > 0; n = fread(buf, 1, sizeof buf, p)) {
+    out->append(buf, n);
+  }
   const int status = pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

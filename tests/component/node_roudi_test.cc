@@ -176,6 +176,7 @@ TEST(NodeRoudi, RoudiKilledWhileStreaming) {
   ASSERT_NE(node->Log().find("shm=1"), std::string::npos) << node->Log();
 
   std::vector<Cli> clis;
+  clis.reserve(3);
   for (int i = 0; i < 3; ++i) clis.push_back(StartCli(dir, "c" + std::to_string(i), 200));
   // Kill RouDi once the first client streams (the node runs the others after it).
   for (int i = 0; i < 1000 && Slurp(clis[0].out).find(" #0") == std::string::npos; ++i) {

@@ -140,6 +140,7 @@ TEST_F(NodeStream, ConcurrentClientsWithMixedUrgencyAllFinishIntact) {
   const std::string prompt = "The little bird";
   const Reference ref = InProcess(prompt, 24);
   std::vector<std::thread> threads;
+  threads.reserve(4);
   std::vector<component::Result<component::StreamSummary>> results(4, std::unexpected(
       component::Error{}));
   for (int i = 0; i < 4; ++i) {

@@ -83,6 +83,7 @@ struct Tally {
 void RunBurst(std::vector<std::unique_ptr<Client>>& clients, component::ChunkLedger& ledger,
               int per_client, Tally* tally) {
   std::vector<std::thread> senders;
+  senders.reserve(kClients);
   for (int c = 0; c < kClients; ++c) {
     senders.emplace_back([&, c] {
       Client& cl = *clients[c];
@@ -242,22 +243,23 @@ TEST(Overload, TenThousandRequestsEightClientsBoundedAndNothingLost) {
               report.ToString().c_str());
   static constexpr const char* kUrg[4] = {"BACKGROUND", "NORMAL", "HIGH", "CRITICAL"};
   for (int u = 0; u < 4; ++u) {
+    const uint64_t other =
+        tally.status[u][ari_STATUS_CANCELLED] + tally.status[u][ari_STATUS_INVALID] +
+        tally.status[u][ari_STATUS_FAILED] + tally.status[u][ari_STATUS_SHUTDOWN] +
+        tally.status[u][ari_STATUS_FORBIDDEN];
     std::printf("  %-10s DONE %llu BUSY %llu REJECTED %llu DEADLINE_MISSED %llu other %llu\n",
                 kUrg[u], static_cast<unsigned long long>(tally.status[u][ari_STATUS_DONE]),
                 static_cast<unsigned long long>(tally.status[u][ari_STATUS_BUSY]),
                 static_cast<unsigned long long>(tally.status[u][ari_STATUS_REJECTED]),
                 static_cast<unsigned long long>(tally.status[u][ari_STATUS_DEADLINE_MISSED]),
-                static_cast<unsigned long long>(
-                    tally.status[u][ari_STATUS_CANCELLED] + tally.status[u][ari_STATUS_INVALID] +
-                    tally.status[u][ari_STATUS_FAILED] + tally.status[u][ari_STATUS_SHUTDOWN] +
-                    tally.status[u][ari_STATUS_FORBIDDEN]));
+                static_cast<unsigned long long>(other));
   }
 
   // Ledger: sent == terminals received, exactly one per id, nothing stray.
   EXPECT_EQ(tally.sent, static_cast<uint64_t>(kClients) * kPerClient);
   EXPECT_TRUE(complete) << report.ToString();
   EXPECT_TRUE(report.ok()) << report.ToString();
-  EXPECT_EQ(report.expected, tally.sent + pre.sent + kClients * 3u);
+  EXPECT_EQ(report.expected, tally.sent + pre.sent + uint64_t{kClients} * 3);
   EXPECT_EQ(report.with_terminal, report.expected);
   EXPECT_EQ(report.terminals, report.expected);
   EXPECT_EQ(tally.stream_errors + pre.stream_errors, 0u);

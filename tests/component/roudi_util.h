@@ -64,8 +64,9 @@ class Roudi {
       waitpid(pid_, &status, 0);
       pid_ = -1;
       char buf[4096];
-      ssize_t n;
-      while ((n = read(out_fd_, buf, sizeof buf)) > 0) output_.append(buf, static_cast<size_t>(n));
+      for (ssize_t n = read(out_fd_, buf, sizeof buf); n > 0; n = read(out_fd_, buf, sizeof buf)) {
+        output_.append(buf, static_cast<size_t>(n));
+      }
       if (std::getenv("ARI_SHM_TEST_VERBOSE")) {
         std::fprintf(stderr, "iox-roudi (exit status %d):\n%s\n", status, output_.c_str());
       }
@@ -94,6 +95,7 @@ inline bool RunSelfAsChild(const std::vector<std::string>& extra_env, void* repo
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
   char exe[] = "/proc/self/exe";

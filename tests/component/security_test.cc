@@ -45,6 +45,11 @@ std::string ReadFile(const std::filesystem::path& p) {
 
 // Runs argv with stdout+stderr to `log`; the exit code (128+signal, -1 on exec failure).
 int RunProcess(const std::vector<std::string>& argv, const std::filesystem::path& log) {
+  std::vector<std::string> strings = argv;  // execv wants char* const[]
+  std::vector<char*> args;
+  args.reserve(strings.size() + 1);
+  for (auto& a : strings) args.push_back(a.data());
+  args.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -53,9 +58,6 @@ int RunProcess(const std::vector<std::string>& argv, const std::filesystem::path
       dup2(fileno(f), 1);
       dup2(fileno(f), 2);
     }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }

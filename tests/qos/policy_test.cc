@@ -29,7 +29,8 @@ std::string DefaultText() {
 int LineOf(const std::string& text, const std::string& anchor) {
   const size_t pos = text.find(anchor);
   if (pos == std::string::npos) return 0;
-  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + pos, '\n'));
+  return 1 + static_cast<int>(
+                 std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
 }
 
 // Replaces `from` by `to` inside the first line that contains `anchor`.

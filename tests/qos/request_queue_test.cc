@@ -197,7 +197,7 @@ TEST(RequestQueueTest, GovernorDecideDoesNotAllocate) {
   GovernorState s;
   ari::testing::CountAllocations allocations;
   for (int i = 0; i < 1000; ++i) {
-    in.now_ns = i * 100 * kMs;
+    in.now_ns = int64_t{i} * 100 * kMs;
     in.reading.celsius = 60.0 + (i % 50);
     in.reading.state = i % 97 == 0 ? thermal::SensorState::kStale : thermal::SensorState::kOk;
     s = Decide(*policy, s, in).state;

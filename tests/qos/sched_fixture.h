@@ -146,7 +146,7 @@ class FakeEngine final : public runtime::Engine {
       r.phase = runtime::ChunkPhase::kPrefill;
       r.prompt_tokens = n;
       r.prompt_remaining = s.prompt_left;
-      r.compute_ns = 1000 * n;
+      r.compute_ns = int64_t{1000} * n;
       return r;
     }
     r.phase = runtime::ChunkPhase::kDecode;
@@ -163,7 +163,7 @@ class FakeEngine final : public runtime::Engine {
     r.tokens = s.out;
     r.text = s.text;
     r.finished = s.gen >= s.max;
-    r.compute_ns = 1000 * n;
+    r.compute_ns = int64_t{1000} * n;
     return r;
   }
   void ResetSlot(int32_t slot) override { slots_[static_cast<size_t>(slot)].pos = 0; }

@@ -175,7 +175,7 @@ TEST_F(SchedulerEngine, CriticalPreemptsPrefillAndNormalResumesIdentically) {
   // Real time: Run() on its own thread; CRITICAL arrives during the NORMAL prefill.
   WaitSink sink;
   auto s = MakeScheduler(p, *engine, sink, thermal::SteadyClock::Instance());
-  std::jthread loop([&](std::stop_token st) { s->Run(st); });
+  std::jthread loop([&](const std::stop_token& st) { s->Run(st); });
   normal.id = 2;
   ASSERT_EQ(s->Submit(normal), SubmitStatus::kAdmitted);
   ASSERT_TRUE(sink.Wait([&] { return sink.steps.size() >= 2; }));

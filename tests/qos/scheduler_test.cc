@@ -322,7 +322,8 @@ TEST(Scheduler, LedgerEveryAdmittedRequestEndsExactlyOnce) {
   for (int step = 0; step < 400; ++step) {
     if (rng() % 3 == 0) {
       const auto u = UrgencyFromRank(static_cast<int>(rng() % 4));
-      const int64_t dl = rng() % 5 == 0 ? rig.clock.NowNs() + (rng() % 30) * kMs : 0;
+      const int64_t dl =
+          rng() % 5 == 0 ? rig.clock.NowNs() + static_cast<int64_t>(rng() % 30) * kMs : 0;
       const uint64_t session = rng() % 4 == 0 ? 1 + rng() % 3 : 0;
       if (rig.sched->Submit(MakeRequest(id, u, 1 + static_cast<int>(rng() % 40),
                                         1 + static_cast<int>(rng() % 20), session, dl)) ==
@@ -374,7 +375,7 @@ TEST(Scheduler, RunLoopWakesOnSubmitAndStops) {
   auto s = Scheduler::Create(o);
   ASSERT_TRUE(s.has_value());
   Scheduler& sched = **s;
-  std::jthread loop([&](std::stop_token st) { sched.Run(st); });
+  std::jthread loop([&](const std::stop_token& st) { sched.Run(st); });
   ASSERT_EQ(sched.Submit(MakeRequest(1, Urgency::kNormal, 16, 16)), SubmitStatus::kAdmitted);
   ASSERT_TRUE(sink.WaitFor(1));
   ASSERT_EQ(sched.Submit(MakeRequest(2, Urgency::kCritical, 16, 16)), SubmitStatus::kAdmitted);

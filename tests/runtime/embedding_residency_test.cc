@@ -56,7 +56,8 @@ TEST(EmbeddingResidencyTest, GenerationTouchesOnlyAFewRowsOfTheTable) {
   const size_t pages = (lead + table + page - 1) / page;
   auto residency = [&]() {
     std::vector<unsigned char> v(pages);
-    EXPECT_EQ(::mincore(const_cast<uint8_t*>(base - lead), pages * page, v.data()), 0);
+    void* start = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(base) - lead);  // page
+    EXPECT_EQ(::mincore(start, pages * page, v.data()), 0);
     return v;
   };
   const std::vector<unsigned char> before = residency();

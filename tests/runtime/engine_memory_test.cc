@@ -202,12 +202,13 @@ void CheckCap(const std::filesystem::path& model, int32_t prefill, int32_t decod
   // First shrink: when prompt + generated reached kCap + 1 tokens.
   std::vector<TokenId> ctx(kPrompt);
   const size_t g0 = static_cast<size_t>(kCap + 1) - kPrompt.size();
-  ctx.insert(ctx.end(), run.tokens.begin(), run.tokens.begin() + g0);
+  ctx.insert(ctx.end(), run.tokens.begin(), run.tokens.begin() + static_cast<std::ptrdiff_t>(g0));
   const int32_t pin = pinned < 0 ? static_cast<int32_t>(kPrompt.size()) : pinned;
   const auto kept = Kept(ctx, kCap, pin);
   // Tokens generated after the shrink until the next one (the slot grows back to kCap + 1).
   const size_t n_after = static_cast<size_t>(kCap + 1) - kept.size();
-  std::vector<TokenId> after(run.tokens.begin() + g0, run.tokens.begin() + g0 + n_after);
+  const auto first = run.tokens.begin() + static_cast<std::ptrdiff_t>(g0);
+  std::vector<TokenId> after(first, first + static_cast<std::ptrdiff_t>(n_after));
   auto fresh = Turn(*b, kept, static_cast<int>(n_after),
                     [&](int) { return Knobs(KvType::kF16, prefill, decode, 0); });
   const double agree = Agreement(after, fresh.tokens);

@@ -125,6 +125,7 @@ void ChunkVsDecode(const std::filesystem::path& pack, PackedPrecision prec, int 
   ASSERT_TRUE(b.Init(pack, 24, threads));
   const int vocab = a.model->config().vocab_size;
   std::vector<TokenId> toks;
+  toks.reserve(21);
   for (int i = 0; i < 21; ++i) toks.push_back((i * 7 + 3) % vocab);
   auto got = a.ff.Run(toks, 0, a.kv, prec, nullptr, *a.pool, threads);
   ASSERT_TRUE(got.has_value()) << got.error().ToString();

@@ -39,8 +39,8 @@ std::vector<std::vector<float>> AllLogits(const Model& m, const std::vector<Toke
   auto l = Forward(**s, toks);
   EXPECT_TRUE(l.has_value()) << (l ? "" : l.error().ToString());
   std::vector<std::vector<float>> out;
-  const size_t V = static_cast<size_t>(m.config().vocab_size);
-  for (size_t t = 0; t < toks.size(); ++t) {
+  const auto V = static_cast<std::ptrdiff_t>(m.config().vocab_size);
+  for (std::ptrdiff_t t = 0; t < std::ssize(toks); ++t) {
     out.emplace_back(l->begin() + t * V, l->begin() + (t + 1) * V);
   }
   return out;
@@ -124,6 +124,7 @@ TEST(Forward, ChunkedPrefillEqualsTokenByToken) {
   auto m = LoadTiny(spec, nullptr);
   ASSERT_NE(m, nullptr);
   std::vector<TokenId> toks;
+  toks.reserve(45);
   for (int i = 0; i < 45; ++i) toks.push_back((i * 7 + 3) % spec.vocab);
   // One call, internally chunked by max_batch 16 (3 chunks).
   auto a = Session::Create(*m, {.max_batch = 16});

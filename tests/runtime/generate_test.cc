@@ -24,7 +24,7 @@ class GenerateTest : public ::testing::Test {
     model_ = std::move(*m);
   }
   GenerateResult Run(const GenerateOptions& g, const TextCallback& cb = {},
-                     std::string prompt = "Once upon a time") {
+                     const std::string& prompt = "Once upon a time") {
     auto s = Session::Create(*model_);
     EXPECT_TRUE(s.has_value());
     Sampler sampler(model_->config().vocab_size, SamplingParams{});  // greedy

@@ -63,7 +63,7 @@ TEST(GgufCorruptTest, ValidFileParses) {
 TEST(GgufCorruptTest, TruncatedAtEveryOffsetIsAnError) {
   const std::vector<std::byte> full = ValidFile();
   for (size_t n = 0; n < full.size(); ++n) {
-    std::vector<std::byte> cut(full.begin(), full.begin() + n);
+    std::vector<std::byte> cut(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(n));
     std::vector<std::byte> keep;
     auto f = ParseCopy(cut, &keep);
     ASSERT_FALSE(f) << "truncated at " << n << " parsed";

@@ -96,8 +96,9 @@ void CheckFp32Entries(const std::string& dir) {
     if (e["program"].str != "run") continue;
     const std::string ckpt = e["checkpoint"].str;
     if (!models.count(ckpt)) {
-      auto ck = testing::ModelFile("llama2c/" + dir + "/" + ckpt);
-      auto tk = testing::ModelFile("llama2c/" + dir + "/" + e["tokenizer"].str);
+      const std::string folder = std::string("llama2c/").append(dir).append("/");
+      auto ck = testing::ModelFile(folder + ckpt);
+      auto tk = testing::ModelFile(folder + e["tokenizer"].str);
       ASSERT_FALSE(ck.empty() || tk.empty());
       auto m = testing::ConvertAndLoad(ck, tk);
       ASSERT_TRUE(m.has_value()) << m.error().ToString();

@@ -61,11 +61,15 @@ struct Matrix {
 // same inputs), with row strides larger than needed and misaligned starts.
 struct Acts {
   Acts(std::mt19937& rng, int64_t n_, int64_t c)
-      : n(n_), cols(c), ld16(PaddedCols(c) + 8), ldq(Groups(c) + 1),
+      : n(n_),
+        cols(c),
+        ld16(PaddedCols(c) + 8),
+        ldq(Groups(c) + 1),
         x(RandomVec(rng, static_cast<size_t>(n_ * c))),
-        buf16(static_cast<size_t>(n_ * ld16) * 2), bufq(static_cast<size_t>(n_ * ldq) * 40) {
-    f16 = reinterpret_cast<uint16_t*>(buf16.At(2));    // 2-byte aligned only
-    q8a = reinterpret_cast<BlockQ8A*>(bufq.At(4));     // 4-byte aligned only
+        buf16(static_cast<size_t>(n_ * ld16) * 2),
+        bufq(static_cast<size_t>(n_ * ldq) * 40),
+        f16(reinterpret_cast<uint16_t*>(buf16.At(2))),  // 2-byte aligned only
+        q8a(reinterpret_cast<BlockQ8A*>(bufq.At(4))) {  // 4-byte aligned only
     const KernelTable& s = KernelsFor(IsaTier::kScalar);
     for (int64_t t = 0; t < n; ++t) {
       ConvertActF16(s, x.data() + t * c, c, f16 + t * ld16);
@@ -259,9 +263,9 @@ TEST(MatmulSpecTest, ScalarReferenceMatchesDequantizedDot) {
       // The activations the kernel actually consumed, and the original fp32 ones.
       std::vector<float> xa(static_cast<size_t>(cols));
       for (int64_t c = 0; c < cols; ++c) {
+        const BlockQ8A& blk = a.q8a[c / 32];
         xa[static_cast<size_t>(c)] =
-            w4 ? a.q8a[c / 32].d * static_cast<float>(a.q8a[c / 32].qs[c % 32])
-               : Fp16ToFp32(a.f16[c]);
+            w4 ? blk.d * static_cast<float>(blk.qs[c % 32]) : Fp16ToFp32(a.f16[c]);
       }
       std::vector<float> exact(static_cast<size_t>(rows)), f32act(static_cast<size_t>(rows));
       std::vector<float> wrow(static_cast<size_t>(cols));
@@ -295,9 +299,9 @@ TEST(MatmulSpecTest, TailGroupIsZeroPadded) {
       }
       std::vector<float> wrow(static_cast<size_t>(cols)), xa(static_cast<size_t>(cols));
       for (int64_t c = 0; c < cols; ++c) {
+        const BlockQ8A& blk = a.q8a[c / 32];
         xa[static_cast<size_t>(c)] =
-            w4 ? a.q8a[c / 32].d * static_cast<float>(a.q8a[c / 32].qs[c % 32])
-               : Fp16ToFp32(a.f16[c]);
+            w4 ? blk.d * static_cast<float>(blk.qs[c % 32]) : Fp16ToFp32(a.f16[c]);
       }
       for (int64_t r = 0; r < rows; ++r) {
         ASSERT_TRUE(UnpackRow(pm, r, wrow));

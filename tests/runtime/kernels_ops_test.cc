@@ -45,7 +45,10 @@ class OpsPathTest : public ::testing::TestWithParam<IsaTier> {
 
 std::vector<float> Dequant(const BlockQ8A* b, int64_t cols) {
   std::vector<float> v(static_cast<size_t>(cols));
-  for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(c)] = b[c / 32].d * b[c / 32].qs[c % 32];
+  for (int64_t c = 0; c < cols; ++c) {
+    const BlockQ8A& blk = b[c / 32];
+    v[static_cast<size_t>(c)] = blk.d * blk.qs[c % 32];
+  }
   return v;
 }
 

@@ -47,30 +47,32 @@ TEST(PackTest, BytePositionsMatchDocumentation) {
   std::vector<std::byte> q8(static_cast<size_t>(rows * 2 * sizeof(BlockQ8_0)));
   std::vector<std::byte> q4(static_cast<size_t>(rows * 2 * sizeof(BlockQ4_0)));
   for (int64_t r = 0; r < rows; ++r) {
-    for (int g = 0; g < 2; ++g) {
-      BlockQ8_0 b8;
+    for (int64_t g = 0; g < 2; ++g) {
+      BlockQ8_0 b8{};
       b8.d = static_cast<uint16_t>(0x3c00 + r * 2 + g);
       for (int j = 0; j < 32; ++j) b8.qs[j] = static_cast<int8_t>(r * 10 + g * 3 + j - 50);
       std::memcpy(q8.data() + (r * 2 + g) * sizeof b8, &b8, sizeof b8);
-      BlockQ4_0 b4;
+      BlockQ4_0 b4{};
       b4.d = b8.d;
-      for (int j = 0; j < 16; ++j) b4.qs[j] = static_cast<uint8_t>(((r + j) & 15) | (((g + j * 3) & 15) << 4));
+      for (int64_t j = 0; j < 16; ++j) {
+        b4.qs[j] = static_cast<uint8_t>(((r + j) & 15) | (((g + j * 3) & 15) << 4));
+      }
       std::memcpy(q4.data() + (r * 2 + g) * sizeof b4, &b4, sizeof b4);
     }
   }
-  const auto p8 = Pack(PackedPrecision::kW8, TensorType::kQ8_0, q8, 2 * 34, rows, cols);
-  const auto p4 = Pack(PackedPrecision::kW4, TensorType::kQ4_0, q4, 2 * 18, rows, cols);
+  const auto p8 = Pack(PackedPrecision::kW8, TensorType::kQ8_0, q8, int64_t{2} * 34, rows, cols);
+  const auto p4 = Pack(PackedPrecision::kW4, TensorType::kQ4_0, q4, int64_t{2} * 18, rows, cols);
   auto u8 = [](const std::vector<std::byte>& v, int64_t i) { return std::to_integer<unsigned>(v[static_cast<size_t>(i)]); };
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / 8, i = r % 8;
-    for (int g = 0; g < 2; ++g) {
+    for (int64_t g = 0; g < 2; ++g) {
       const int64_t t8 = (b * 2 + g) * 272, t4 = (b * 2 + g) * 144;
       const unsigned d = 0x3c00u + static_cast<unsigned>(r * 2 + g);
       EXPECT_EQ(u8(p8, t8 + 2 * i) | (u8(p8, t8 + 2 * i + 1) << 8), d);
       EXPECT_EQ(u8(p4, t4 + 2 * i) | (u8(p4, t4 + 2 * i + 1) << 8), d);
       for (int j = 0; j < 32; ++j) {
         EXPECT_EQ(static_cast<int8_t>(u8(p8, t8 + 16 + 32 * i + j)), r * 10 + g * 3 + j - 50);
-        const int jj = j & 15;
+        const int64_t jj = j & 15;
         const unsigned byte = u8(p4, t4 + 16 + 32 * (jj / 4) + 4 * i + jj % 4);
         const unsigned q = j < 16 ? (byte & 15u) : (byte >> 4);
         const unsigned want = j < 16 ? static_cast<unsigned>((r + jj) & 15) : static_cast<unsigned>((g + jj * 3) & 15);
@@ -79,13 +81,13 @@ TEST(PackTest, BytePositionsMatchDocumentation) {
     }
   }
   // Padding rows 9..15: scale 0, W8 quants 0, W4 nibbles 8.
-  for (int g = 0; g < 2; ++g) {
-    for (int i = 1; i < 8; ++i) {
+  for (int64_t g = 0; g < 2; ++g) {
+    for (int64_t i = 1; i < 8; ++i) {
       const int64_t t8 = (2 + g) * 272, t4 = (2 + g) * 144;
       EXPECT_EQ(u8(p8, t8 + 2 * i), 0u);
       EXPECT_EQ(u8(p4, t4 + 2 * i + 1), 0u);
       EXPECT_EQ(u8(p8, t8 + 16 + 32 * i + 5), 0u);
-      EXPECT_EQ(u8(p4, t4 + 16 + 32 * 2 + 4 * i + 1), 0x88u);
+      EXPECT_EQ(u8(p4, t4 + 16 + int64_t{32} * 2 + 4 * i + 1), 0x88u);
     }
   }
 }
@@ -140,7 +142,7 @@ TEST(PackTest, FloatAndCrossPrecisionSources) {
   // to within half a W8 step plus the fp16 rounding of the new scale (127 * 2^-11 steps).
   const int64_t c2 = 64;
   const auto q4 = Quantize(TensorType::kQ4_0, x, rows, c2);
-  const auto p8 = Pack(PackedPrecision::kW8, TensorType::kQ4_0, q4, 2 * 18, rows, c2);
+  const auto p8 = Pack(PackedPrecision::kW8, TensorType::kQ4_0, q4, int64_t{2} * 18, rows, c2);
   const PackedMatrix m{PackedPrecision::kW8, p8.data(), rows, c2};
   std::vector<float> a(c2), b(c2);
   for (int64_t r = 0; r < rows; ++r) {

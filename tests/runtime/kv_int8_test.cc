@@ -40,7 +40,7 @@ TEST(KvInt8, GroupChoice) {
   // An INT8 row never exceeds an F16 row (the in-place conversion relies on it).
   for (int hd : {4, 8, 12, 32, 64, 80, 128}) {
     const int g = kernels::KvInt8Group(hd);
-    EXPECT_LE(kernels::KvInt8RowBytes(hd * 3, g), 2 * hd * 3) << hd;
+    EXPECT_LE(kernels::KvInt8RowBytes(int64_t{hd} * 3, g), int64_t{2} * hd * 3) << hd;
   }
 }
 
@@ -65,8 +65,7 @@ TEST(KvInt8, QuantizeRoundTripWithinHalfStep) {
 struct Rows {
   std::vector<std::byte> mem;
   int64_t ld = 0;
-  Rows(int64_t nt, int64_t kvd, int64_t g, uint32_t seed) {
-    ld = kernels::KvInt8RowBytes(kvd, g);
+  Rows(int64_t nt, int64_t kvd, int64_t g, uint32_t seed) : ld(kernels::KvInt8RowBytes(kvd, g)) {
     mem.resize(static_cast<size_t>(nt * ld) + 64);
     std::mt19937 rng(seed);
     std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -235,6 +234,7 @@ TEST(KvInt8, FastForwardCloseToF16OnSynth) {
   auto mp = SynthPair();
   ASSERT_TRUE(mp.ok);
   std::vector<TokenId> seq;
+  seq.reserve(300);
   std::mt19937 rng(11);
   for (int i = 0; i < 300; ++i) seq.push_back(static_cast<TokenId>(rng() % 64));
   CompareInt8WithF16(mp.pack, seq, kInt8NmseSynth, kInt8Top1Synth, "synth hd32");

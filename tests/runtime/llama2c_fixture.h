@@ -36,6 +36,7 @@ struct Json {
   }
   std::vector<int> Ints() const {
     std::vector<int> v;
+    v.reserve(items.size());
     for (const Json& j : items) v.push_back(static_cast<int>(j.number));
     return v;
   }

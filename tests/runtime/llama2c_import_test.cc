@@ -41,7 +41,7 @@ Result<GgufFile> Import(std::span<const std::byte> ck, const Llama2cImportOption
 TEST(Llama2cImport, Q80WeightsAreExact) {
   ARI_REQUIRE_MODEL(path, "llama2c/stories260K/stories260K_q80.bin");
   const auto raw = ReadAll(path);
-  const int dim = 64, layers = 5, vocab = 512, hidden = 172, kv = 32;
+  const size_t dim = 64, layers = 5, vocab = 512, hidden = 172, kv = 32;
   size_t off = 256 + (2 * layers * dim + dim) * 4;
   const auto* tok_q = reinterpret_cast<const int8_t*>(raw.data() + off);
   std::vector<float> tok_s(vocab * dim / 32);
@@ -65,8 +65,8 @@ TEST(Llama2cImport, Q80WeightsAreExact) {
   for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], tok_q[i] * tok_s[i / 32]) << i;
   const TensorInfo* d = exact->FindTensor("blk.0.ffn_down.weight");
   ASSERT_NE(d, nullptr);
-  EXPECT_EQ(d->ne[0], hidden);
-  EXPECT_EQ(d->ne[1], dim);
+  EXPECT_EQ(d->ne[0], static_cast<int64_t>(hidden));
+  EXPECT_EQ(d->ne[1], static_cast<int64_t>(dim));
   std::vector<float> dv(dim * hidden);
   std::memcpy(dv.data(), d->data, dv.size() * 4);
   for (size_t i = 0; i < dv.size(); ++i) ASSERT_EQ(dv[i], w2_q[i] * w2_s[i / 32]) << i;
@@ -77,7 +77,7 @@ TEST(Llama2cImport, Q80WeightsAreExact) {
   t = q8->FindTensor("token_embd.weight");
   ASSERT_EQ(t->type, TensorType::kQ8_0);
   for (size_t b = 0; b < tok_s.size(); ++b) {
-    BlockQ8_0 blk;
+    BlockQ8_0 blk{};
     std::memcpy(&blk, t->data + b * sizeof(BlockQ8_0), sizeof(blk));
     ASSERT_EQ(blk.d, Fp32ToFp16(tok_s[b]));
     ASSERT_EQ(std::memcmp(blk.qs, tok_q + b * 32, 32), 0);
@@ -284,7 +284,6 @@ TEST(Llama2cImport, SyntheticV2WithFp16ExactScalesStaysQ8_0) {
     for (int l = 0; l < c.layers; ++l) put_q(n);
   }
   std::vector<std::byte> st;
-  Llama2cImportReport rep;
   GgufWriter w;
   auto r = ImportLlama2cCheckpoint(o.bytes(), {}, w);
   ASSERT_TRUE(r.has_value()) << r.error().ToString();

@@ -46,7 +46,7 @@ TEST(PerfBench, ReportsEveryFigureOnStories260KPack) {
     EXPECT_GT(r->weight_bytes_per_token, 0u);
     EXPECT_GT(r->time_to_ready_ms, 0.0);
     // Page granular: at most the page cover of the table is resident.
-    EXPECT_LE(r->embd_resident_bytes, r->embd_table_bytes + 2 * 65536);
+    EXPECT_LE(r->embd_resident_bytes, r->embd_table_bytes + uint64_t{2} * 65536);
     EXPECT_EQ(r->bandwidth_gbs, 0.0);  // probe off
     EXPECT_TRUE(r->paired_fraction.values.empty());
     ASSERT_EQ(r->decode_cpu_share.values.size(), 2u);  // one per decode run

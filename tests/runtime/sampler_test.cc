@@ -165,6 +165,7 @@ std::vector<int> Histogram(Sampler& s, const std::vector<float>& logits, int dra
 std::vector<float> KnownLogits() {
   std::vector<float> p = {0.02f, 0.4f, 0.1f, 0.25f, 0.03f, 0.15f, 0.05f};
   std::vector<float> l;
+  l.reserve(p.size());
   for (float x : p) l.push_back(std::log(x));
   return l;
 }

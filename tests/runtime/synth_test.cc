@@ -25,7 +25,7 @@ std::filesystem::path Synth(const std::filesystem::path& vocab, std::string_view
                             TensorType type, uint64_t seed, const std::string& file) {
   auto p = FindSynthPreset(preset);
   EXPECT_TRUE(p.has_value());
-  const auto out = ari::testing::TempDir("synth") / file;
+  auto out = ari::testing::TempDir("synth") / file;
   auto s = WriteSynthModel(SynthOptions{*p, type, seed}, vocab, out);
   EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().ToString());
   if (s) {

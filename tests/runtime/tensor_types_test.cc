@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "runtime/kernels/cpu_features.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -138,7 +140,7 @@ __attribute__((target("f16c"))) float HardwareFp32(uint16_t h) { return _cvtsh_s
 
 // External oracle: the CPU's F16C conversions (IEEE round-to-nearest-even).
 TEST(TensorTypesTest, Fp16MatchesF16cHardware) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C on this CPU";
+  if (!kernels::DetectCpuFeatures().f16c) GTEST_SKIP() << "no F16C on this CPU";
   std::mt19937 rng(42);
   for (int i = 0; i < 2000000; ++i) {
     uint32_t bits = rng();
@@ -193,7 +195,7 @@ TEST(TensorTypesTest, Bf16KnownBitPatterns) {
 // ggml quantize_row_q8_0_ref on x[j] = 1: amax 1, d = 1/127 (fp16 0x2008), q = 127.
 TEST(TensorTypesTest, Q8_0KnownBlocks) {
   std::vector<float> x(32, 1.0f);
-  BlockQ8_0 blk;
+  BlockQ8_0 blk{};
   QuantizeRow(TensorType::kQ8_0, x.data(), reinterpret_cast<std::byte*>(&blk), 32);
   EXPECT_EQ(blk.d, 0x2008);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(blk.qs[j], 127);
@@ -225,7 +227,7 @@ TEST(TensorTypesTest, Q8_0KnownBlocks) {
 TEST(TensorTypesTest, Q4_0KnownBlocks) {
   std::vector<float> x(32);
   for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j - 16);
-  BlockQ4_0 blk;
+  BlockQ4_0 blk{};
   QuantizeRow(TensorType::kQ4_0, x.data(), reinterpret_cast<std::byte*>(&blk), 32);
   EXPECT_EQ(blk.d, 0x4000);  // 2.0
   EXPECT_EQ(blk.qs[0], 0x80);
@@ -255,7 +257,7 @@ TEST(TensorTypesTest, Q4_0KnownBlocks) {
 TEST(TensorTypesTest, QuantizeDequantizeErrorBounds) {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  const int64_t n = 32 * 64;
+  const int64_t n = int64_t{32} * 64;
   std::vector<float> x(n), y(n);
   for (float& v : x) v = dist(rng) * 3.0f;
   x[100] = 40.0f;  // an outlier block

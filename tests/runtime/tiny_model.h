@@ -125,8 +125,8 @@ inline std::vector<std::vector<double>> NaiveForward(const TinySpec& s, const Ti
   std::vector<Vec> x(T);
   for (int t = 0; t < T; ++t) {
     const auto& e = W("token_embd.weight");
-    x[t].assign(e.begin() + static_cast<size_t>(tokens[t]) * D,
-                e.begin() + static_cast<size_t>(tokens[t] + 1) * D);
+    x[t].assign(e.begin() + static_cast<std::ptrdiff_t>(tokens[t]) * D,
+                e.begin() + static_cast<std::ptrdiff_t>(tokens[t] + 1) * D);
   }
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

@@ -153,7 +153,7 @@ TEST(StreamDecoder, PushDoesNotAllocate) {
   ASSERT_TRUE(ids.has_value());
   StreamDecoder dec(*tok);
   std::string out;
-  out.reserve(64 * 1024);
+  out.reserve(size_t{64} * 1024);
   {
     testing::CountAllocations probe;
     ::operator delete(::operator new(16));  // the counter itself works

@@ -69,7 +69,7 @@ std::vector<VocabCase> ReadVocabCases(const std::filesystem::path& gguf) {
     VocabCase c;
     c.input = i < inputs.size() ? inputs[i] : std::string();
     std::istringstream ids(line);
-    for (int v; ids >> v;) c.expected.push_back(v);
+    for (int v = 0; ids >> v;) c.expected.push_back(v);
     cases.push_back(std::move(c));
     ++i;
   }

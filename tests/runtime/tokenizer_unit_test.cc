@@ -150,9 +150,12 @@ VocabSpec BpeSpec() {
   VocabSpec s;
   s.model = "gpt2";
   s.pre = "gpt-2";
-  s.tokens = {"a", "b", "c", "\xC4\xA0", "ab", "abc", "\xC4\xA0" "a", "\xC4\xA0" "ab", "<|endoftext|>"};
+  // "\xC4\xA0" "a" is split so that "\xA0a" is not read as one escape (parenthesised: the
+  // concatenation is intended).
+  s.tokens = {"a", "b", "c", "\xC4\xA0", "ab", "abc", ("\xC4\xA0" "a"), ("\xC4\xA0" "ab"),
+              "<|endoftext|>"};
   s.token_types = {1, 1, 1, 1, 1, 1, 1, 1, 3};
-  s.merges = {"a b", "ab c", "\xC4\xA0 a", "\xC4\xA0" "a b"};
+  s.merges = {"a b", "ab c", "\xC4\xA0 a", ("\xC4\xA0" "a b")};
   s.bos = s.eos = 8;
   return s;
 }

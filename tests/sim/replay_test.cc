@@ -122,7 +122,7 @@ TEST(Replay, PreemptionServesCriticalFirst) {
 TEST(Replay, DeterministicAndHeatsUnderLoad) {
   ScenarioOptions so;
   so.scenario = "summer-heat-soak";
-  so.duration_ms = 10 * 60 * 1000;
+  so.duration_ms = uint64_t{10} * 60 * 1000;
   so.seed = 3;
   auto log = GenerateScenario(so);
   ASSERT_TRUE(log.has_value()) << log.error().message;

@@ -23,7 +23,7 @@ namespace pb = google::protobuf;
 ReplayReport MakeReport() {
   ScenarioOptions so;
   so.scenario = "nav-burst-during-chat";
-  so.duration_ms = 5 * 60 * 1000;
+  so.duration_ms = uint64_t{5} * 60 * 1000;
   so.seed = 2;
   auto log = GenerateScenario(so);
   EXPECT_TRUE(log.has_value());

@@ -17,7 +17,7 @@
 namespace ari::sim {
 namespace {
 
-constexpr uint64_t kHour = 3600 * 1000;
+constexpr uint64_t kHour = uint64_t{3600} * 1000;
 constexpr double kMiB = 1024.0 * 1024.0;
 
 dl::DriveLog Gen(const std::string& name, uint64_t duration_ms = kHour, uint64_t seed = 11) {
@@ -101,7 +101,7 @@ TEST(Scenarios, EveryScenarioIsValidAndComplete) {
   ASSERT_GE(Scenarios().size(), 6u);
   for (const auto& info : Scenarios()) {
     SCOPED_TRACE(std::string(info.name));
-    const dl::DriveLog log = Gen(std::string(info.name), 20 * 60 * 1000);
+    const dl::DriveLog log = Gen(std::string(info.name), uint64_t{20} * 60 * 1000);
     EXPECT_TRUE(ValidateDriveLog(log));
     EXPECT_EQ(log.header().scenario(), info.name);
     EXPECT_EQ(log.header().seed(), 11u);
@@ -151,9 +151,9 @@ TEST(Scenarios, EveryScenarioIsValidAndComplete) {
 TEST(Scenarios, DeterministicPerSeed) {
   for (const auto& info : Scenarios()) {
     const std::string name(info.name);
-    const auto a = EncodeDriveLog(Gen(name, 10 * 60 * 1000, 5));
-    const auto b = EncodeDriveLog(Gen(name, 10 * 60 * 1000, 5));
-    const auto c = EncodeDriveLog(Gen(name, 10 * 60 * 1000, 6));
+    const auto a = EncodeDriveLog(Gen(name, uint64_t{10} * 60 * 1000, 5));
+    const auto b = EncodeDriveLog(Gen(name, uint64_t{10} * 60 * 1000, 5));
+    const auto c = EncodeDriveLog(Gen(name, uint64_t{10} * 60 * 1000, 6));
     ASSERT_TRUE(a && b && c);
     EXPECT_EQ(*a, *b) << name << ": same seed, different bytes";
     EXPECT_NE(*a, *c) << name << ": different seeds, same bytes";
@@ -174,7 +174,7 @@ TEST(Scenarios, GoldenBytes) {
       {"memory-squeeze", 0x8f722b17u, 21120},
   };
   for (const auto& g : goldens) {
-    auto bytes = EncodeDriveLog(Gen(g.scenario, 5 * 60 * 1000, 1));
+    auto bytes = EncodeDriveLog(Gen(g.scenario, uint64_t{5} * 60 * 1000, 1));
     ASSERT_TRUE(bytes);
     EXPECT_EQ(Crc32(*bytes), g.crc) << g.scenario << std::hex << " crc 0x" << Crc32(*bytes)
                                     << std::dec << " size " << bytes->size();
@@ -253,7 +253,7 @@ TEST(Scenarios, MemorySqueezeWavesBelow500MB) {
   EXPECT_GT(high_samples, static_cast<int>(mem.size()) / 2);  // recovers between waves
   // Other scenarios keep memory comfortable.
   for (const char* name : {"city-commute", "summer-heat-soak"}) {
-    const auto other = Series(Gen(name, 20 * 60 * 1000), dl::Event::kMemoryAvailable);
+    const auto other = Series(Gen(name, uint64_t{20} * 60 * 1000), dl::Event::kMemoryAvailable);
     for (const auto& [t, mib] : other) ASSERT_GT(mib, 1500.0) << name << " " << t;
   }
 }

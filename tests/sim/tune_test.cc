@@ -126,7 +126,7 @@ TEST(Tune, StrictlyBetterOnCraftedScenario) {
 TEST(Tune, NoWorseOnFixedHeatScenario) {
   ScenarioOptions so;
   so.scenario = "summer-heat-soak";
-  so.duration_ms = 10 * 60 * 1000;
+  so.duration_ms = uint64_t{10} * 60 * 1000;
   so.seed = 5;
   auto log = GenerateScenario(so);
   ASSERT_TRUE(log.has_value());

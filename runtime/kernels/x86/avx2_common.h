@@ -35,7 +35,7 @@ static inline __m256 LoadQ8(const std::byte* p) {
 
 // 4 int8 activations broadcast to every 32-bit lane.
 static inline __m256i Bcast4(const int8_t* p) {
-  int32_t v;
+  int32_t v = 0;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }

@@ -60,7 +60,7 @@ inline void W4Tile(const std::byte* block, int64_t groups, const BlockQ8A* const
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
-        const int8_t* q = xt[t][g].qs + 4 * v;
+        const int8_t* q = xt[t][g].qs + int64_t{4} * v;
         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, Bcast4(q)),
                                            _mm256_maddubs_epi16(hi, Bcast4(q + 16)));
         s[t] = v == 0 ? p : _mm256_add_epi16(s[t], p);

@@ -24,25 +24,25 @@ namespace {
 constexpr int kTokens = 6;                  // tokens per tile
 constexpr int64_t kSliceGroups = 16;        // K slice: 16 groups = 512 activations
 constexpr int64_t kMaxChunkBlocks = 16;     // row blocks per chunk (accumulator buffer)
-constexpr int64_t kChunkWeightBytes = 256 * 1024;
+constexpr int64_t kChunkWeightBytes = int64_t{256} * 1024;
 
 // Row i of the row block whose group-g0 tile is `tile`, over `ng` groups, against NT tokens
 // of `xs` ([g][NT][32] fp32). acc[t] in/out.
 template <int NT>
 inline void W8Row(const std::byte* tile, int i, int64_t ng, const float* xs, __m256 acc[kTokens]) {
-  for (int64_t g = 0; g < ng; ++g, tile += kW8TileBytes, xs += NT * kGroup) {
-    const std::byte* q = tile + 16 + 32 * i;
+  for (int64_t g = 0; g < ng; ++g, tile += kW8TileBytes, xs += int64_t{NT} * kGroup) {
+    const std::byte* q = tile + 16 + int64_t{32} * i;
     __m256 s[NT];
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m256 wv = LoadQ8(q + 8 * c);
+      const __m256 wv = LoadQ8(q + int64_t{8} * c);
 #pragma GCC unroll 6
       for (int t = 0; t < NT; ++t) {
-        const __m256 xv = _mm256_load_ps(xs + t * kGroup + 8 * c);
+        const __m256 xv = _mm256_load_ps(xs + int64_t{kGroup} * t + int64_t{8} * c);
         s[t] = c == 0 ? _mm256_mul_ps(wv, xv) : _mm256_fmadd_ps(wv, xv, s[t]);
       }
     }
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(tile + 2 * i)));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(LoadU16(tile + int64_t{2} * i)));
 #pragma GCC unroll 6
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(s[t], d, acc[t]);
   }
@@ -60,8 +60,9 @@ void W8Tile(const PackedMatrix& w, const uint16_t* x, int64_t ldx, float* y, int
         const uint16_t* src = x + t * ldx + (gs + g) * kGroup;
         float* dst = xs + (g * NT + t) * kGroup;
         for (int c = 0; c < 4; ++c) {
-          _mm256_store_ps(dst + 8 * c, _mm256_cvtph_ps(_mm_loadu_si128(
-                                            reinterpret_cast<const __m128i*>(src + 8 * c))));
+          _mm256_store_ps(dst + int64_t{8} * c,
+                          _mm256_cvtph_ps(_mm_loadu_si128(
+                              reinterpret_cast<const __m128i*>(src + int64_t{8} * c))));
         }
       }
     }
@@ -69,17 +70,17 @@ void W8Tile(const PackedMatrix& w, const uint16_t* x, int64_t ldx, float* y, int
       float* ab = accbuf + (r - row_base) * kTokens * 8;
       __m256 acc[kTokens];
       for (int t = 0; t < NT; ++t) {
-        acc[t] = gs == 0 ? _mm256_setzero_ps() : _mm256_load_ps(ab + 8 * t);
+        acc[t] = gs == 0 ? _mm256_setzero_ps() : _mm256_load_ps(ab + int64_t{8} * t);
       }
       const std::byte* tile =
           w.data + (r / kRowInterleave) * block_bytes + gs * kW8TileBytes;
       W8Row<NT>(tile, static_cast<int>(r % kRowInterleave), ng, xs, acc);
-      for (int t = 0; t < NT; ++t) _mm256_store_ps(ab + 8 * t, acc[t]);
+      for (int t = 0; t < NT; ++t) _mm256_store_ps(ab + int64_t{8} * t, acc[t]);
     }
   }
   for (int64_t r = rb0; r < rb1; ++r) {
     const float* ab = accbuf + (r - row_base) * kTokens * 8;
-    for (int t = 0; t < NT; ++t) y[t * ldy + r] = Hsum(_mm256_load_ps(ab + 8 * t));
+    for (int t = 0; t < NT; ++t) y[t * ldy + r] = Hsum(_mm256_load_ps(ab + int64_t{8} * t));
   }
 }
 

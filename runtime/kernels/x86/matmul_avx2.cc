@@ -43,7 +43,8 @@ void GemvW8A16Avx2(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
       const char* pf = reinterpret_cast<const char*>(tile) + kW8PrefetchBytes;
-      for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);  // 272 B < 5 lines
+      // 272 B < 5 lines
+      for (int l = 0; l < 5; ++l) _mm_prefetch(pf + int64_t{64} * l, _MM_HINT_T0);
       const uint16_t* xg = x + g * kGroup;
       const __m256 x0 = LoadF16x8(xg);
       const __m256 x1 = LoadF16x8(xg + 8);
@@ -52,7 +53,7 @@ void GemvW8A16Avx2(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
 #pragma GCC unroll 8
       for (int i = 0; i < kRowInterleave; ++i) {
-        const std::byte* q = tile + 16 + 32 * i;
+        const std::byte* q = tile + 16 + int64_t{32} * i;
         __m256 s = _mm256_mul_ps(LoadQ8(q), x0);
         s = _mm256_fmadd_ps(LoadQ8(q + 8), x1, s);
         s = _mm256_fmadd_ps(LoadQ8(q + 16), x2, s);
@@ -72,7 +73,8 @@ void GemvW8A16Avx2(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r
 inline void UnpackW4(const std::byte* nibbles, __m256i lo[4], __m256i hi[4]) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
   for (int v = 0; v < 4; ++v) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nibbles + 32 * v));
+    const __m256i raw =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nibbles + int64_t{32} * v));
     lo[v] = _mm256_and_si256(raw, mask);
     hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
   }
@@ -84,8 +86,8 @@ inline __m256i DotW4(const __m256i lo[4], const __m256i hi[4], const BlockQ8A& a
   __m256i s = _mm256_maddubs_epi16(lo[0], Bcast4(a.qs));
   s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[0], Bcast4(a.qs + 16)));
   for (int v = 1; v < 4; ++v) {
-    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[v], Bcast4(a.qs + 4 * v)));
-    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[v], Bcast4(a.qs + 16 + 4 * v)));
+    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[v], Bcast4(a.qs + int64_t{4} * v)));
+    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[v], Bcast4(a.qs + 16 + int64_t{4} * v)));
   }
   return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }

@@ -50,9 +50,9 @@ void GemvW8A16Avx512(const PackedMatrix& w, const uint16_t* x, float* y, int64_t
       const __m512 x1 = LoadF16x16(x + g * kGroup + 16);
 #pragma GCC unroll 8
       for (int i = 0; i < kRowInterleave; ++i) {
-        const std::byte* q = tile + 16 + 32 * i;
+        const std::byte* q = tile + 16 + int64_t{32} * i;
         const __m512 s = _mm512_fmadd_ps(LoadQ8x16(q + 16), x1, _mm512_mul_ps(LoadQ8x16(q), x0));
-        acc[i] = _mm512_fmadd_ps(s, ScaleF16(tile + 2 * i), acc[i]);
+        acc[i] = _mm512_fmadd_ps(s, ScaleF16(tile + int64_t{2} * i), acc[i]);
       }
     }
     for (int i = 0; i < kRowInterleave; ++i) {
@@ -74,12 +74,12 @@ struct W8PairTiles : W8A16Tiles {
     for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
     const std::byte* tile = block;
     for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-      const std::byte* q0 = tile + 16 + 32 * i;
+      const std::byte* q0 = tile + 16 + int64_t{32} * i;
       const std::byte* q1 = q0 + 32;
       const __m512 w00 = LoadQ8x16(q0), w01 = LoadQ8x16(q0 + 16);
       const __m512 w10 = LoadQ8x16(q1), w11 = LoadQ8x16(q1 + 16);
-      const __m512 d0 = ScaleF16(tile + 2 * i);
-      const __m512 d1 = ScaleF16(tile + 2 * i + 2);
+      const __m512 d0 = ScaleF16(tile + int64_t{2} * i);
+      const __m512 d1 = ScaleF16(tile + int64_t{2} * i + 2);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) {
         const __m512 xa = LoadF16x16(xt[t] + g * kGroup);
@@ -102,7 +102,7 @@ struct W8PairTiles : W8A16Tiles {
 inline void UnpackW4(const std::byte* nibbles, __m512i lo[2], __m512i hi[2]) {
   const __m512i mask = _mm512_set1_epi8(0x0f);
   for (int h = 0; h < 2; ++h) {
-    const __m512i raw = _mm512_loadu_si512(nibbles + 64 * h);
+    const __m512i raw = _mm512_loadu_si512(nibbles + int64_t{64} * h);
     lo[h] = _mm512_and_si512(raw, mask);
     hi[h] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
   }

@@ -42,7 +42,7 @@ void QuantizeQ8AAvx2(const float* x, int64_t n, BlockQ8A* out) {
   for (int64_t g = 0; g < n / kGroup; ++g) {
     const float* xg = x + g * kGroup;
     __m256 v[4];
-    for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(xg + 8 * c);
+    for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(xg + int64_t{8} * c);
     const __m256 m = _mm256_max_ps(
         _mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
         _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
@@ -83,7 +83,7 @@ void ConvertBf16Avx2(const float* x, int64_t n, uint16_t* out) {
   for (; i + 16 <= n; i += 16) {
     __m256i r[2];
     for (int h = 0; h < 2; ++h) {
-      const __m256 v = _mm256_loadu_ps(x + i + 8 * h);
+      const __m256 v = _mm256_loadu_ps(x + i + int64_t{8} * h);
       const __m256i u = _mm256_castps_si256(v);
       const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
       const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, bias), lsb), 16);
