@@ -119,14 +119,14 @@ class Validator {
     }
   }
 
-  void CheckKnobs(const Node& parent) {
+  // `k` is the parent's knobs field (the message Child(parent, "knobs") walks into).
+  void CheckKnobs(const Node& parent, const pb::Knobs& k) {
     const auto* refl = parent.msg->GetReflection();
     if (!refl->HasField(*parent.msg, Field(parent, "knobs"))) {
       Fail(parent, "knobs", "missing");
       return;
     }
     const Node n = Child(parent, "knobs", -1);
-    const auto& k = static_cast<const pb::Knobs&>(*n.msg);
     CheckEnum(n, "core_class");
     CheckRange(n, "threads", k.threads(), 1, kMaxThreads);
     CheckEnum(n, "precision");
@@ -277,7 +277,7 @@ class Validator {
       } else {
         band = it->second.index;
       }
-      CheckKnobs(n);
+      CheckKnobs(n, r.knobs());
       if (!urgency_ok || band < 0) continue;
       int& seen = cell_line[band][r.urgency()];
       if (seen != 0) {
@@ -310,7 +310,7 @@ class Validator {
     for (int i = 0; i < p.conservative().knobs_size(); ++i) {
       const Node n = Child(c, "knobs", i);
       const auto& k = p.conservative().knobs(i);
-      CheckKnobs(n);
+      CheckKnobs(n, k.knobs());
       if (!CheckEnum(n, "urgency")) continue;
       if (seen[k.urgency()] != 0) {
         Fail(n, "urgency", "duplicate class " + pb::Urgency_Name(k.urgency()) +

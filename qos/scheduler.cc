@@ -387,7 +387,7 @@ void Scheduler::EndStep() {
   cv_.notify_all();
 }
 
-void Scheduler::Run(std::stop_token stop) {
+void Scheduler::Run(const std::stop_token& stop) {
   std::unique_lock lk(mu_);
   while (!stop.stop_requested() && !shutdown_) {
     wake_ = false;

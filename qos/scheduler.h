@@ -230,7 +230,7 @@ class Scheduler {
   // Real-time loop: Step(), then wait on a condition variable until the next step is
   // due, a request/cancel arrives, or stop is requested. Returns on stop (requests
   // stay admitted: call Shutdown() or Step() further).
-  void Run(std::stop_token stop);
+  void Run(const std::stop_token& stop);
   // Stops admitting and ends every live request with SHUTDOWN.
   void Shutdown(std::string_view message = "shutdown");
 

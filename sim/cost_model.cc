@@ -44,7 +44,7 @@ double Num(const pb::Value& obj, const std::string& name, double def) {
   return v && v->kind_case() == pb::Value::kNumberValue ? v->number_value() : def;
 }
 
-std::string Str(const pb::Value& obj, const std::string& name, std::string def) {
+std::string Str(const pb::Value& obj, const std::string& name, const std::string& def) {
   const pb::Value* v = Field(obj, name);
   return v && v->kind_case() == pb::Value::kStringValue ? v->string_value() : def;
 }
@@ -90,12 +90,15 @@ Result<void> NumberObject(const pb::Value& obj, const std::string& name,
       if (k == key) target = t;
     }
     if (!target) {
-      return MakeError(ErrorCode::kInvalidArgument, origin + ": \"" + name + "\": unknown key \"" +
-                                                        k + "\" (expected " + expected + ")");
+      std::string msg = origin;
+      msg.append(": \"").append(name).append("\": unknown key \"").append(k);
+      msg.append("\" (expected ").append(expected).append(")");
+      return MakeError(ErrorCode::kInvalidArgument, std::move(msg));
     }
     if (x.kind_case() != pb::Value::kNumberValue) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       origin + ": \"" + name + "\"." + k + " must be a number");
+      std::string msg = origin;
+      msg.append(": \"").append(name).append("\".").append(k).append(" must be a number");
+      return MakeError(ErrorCode::kInvalidArgument, std::move(msg));
     }
     *target = x.number_value();
   }

@@ -22,7 +22,7 @@ using google::protobuf::util::ParseDelimitedFromZeroCopyStream;
 using google::protobuf::util::SerializeDelimitedToZeroCopyStream;
 
 constexpr size_t kMaxVarintBytes = 5;  // lengths are < 2^32
-constexpr size_t kScanChunk = 64 * 1024;
+constexpr size_t kScanChunk = size_t{64} * 1024;
 
 void PutU32(uint32_t v, std::string* out) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));

@@ -62,6 +62,8 @@ class DriveLogWriter {
   static Result<DriveLogWriter> Create(const std::filesystem::path& path, const dl::Header& header);
   static Result<DriveLogWriter> Create(std::ostream* out, const dl::Header& header);
 
+  DriveLogWriter(const DriveLogWriter&) = delete;
+  DriveLogWriter& operator=(const DriveLogWriter&) = delete;
   DriveLogWriter(DriveLogWriter&&) noexcept;
   DriveLogWriter& operator=(DriveLogWriter&&) noexcept;
   ~DriveLogWriter();
@@ -122,6 +124,8 @@ class DriveLogReader {
   static Result<DriveLogReader> Open(std::istream* in, ReaderOptions options = {},
                                      std::string origin = "<stream>");
 
+  DriveLogReader(const DriveLogReader&) = delete;
+  DriveLogReader& operator=(const DriveLogReader&) = delete;
   DriveLogReader(DriveLogReader&&) noexcept;
   DriveLogReader& operator=(DriveLogReader&&) noexcept;
   ~DriveLogReader();

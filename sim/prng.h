@@ -81,7 +81,7 @@ class Prng {
 
  private:
   static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t s_[4];
+  uint64_t s_[4] = {};
 };
 
 }  // namespace ari::sim

@@ -19,7 +19,7 @@ namespace ari::sim {
 namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-constexpr int64_t kDrainLimitNs = 24 * 3600 * thermal::kNsPerSecond;
+constexpr int64_t kDrainLimitNs = int64_t{24} * 3600 * thermal::kNsPerSecond;
 
 int64_t MsToNs(uint64_t ms) { return static_cast<int64_t>(ms) * thermal::kNsPerMs; }
 double NsToS(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
@@ -33,15 +33,18 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
  public:
   Recorder(const ReplayOptions& o, thermal::ManualClock& clock, thermal::RcModelSource& rc,
            const thermal::CpuTopology& topo, ReplayReport& report)
-      : o_(o), clock_(clock), rc_(rc), report_(report) {
+      : o_(o),
+        clock_(clock),
+        rc_(rc),
+        report_(report),
+        idle_power_w_(rc.model().PowerW(thermal::RcLoad{})),
+        power_w_(idle_power_w_),
+        last_power_ns_(clock.NowNs()) {
     for (int c : topo.efficiency) eff_mask_ |= uint64_t{1} << c;
     const size_t nb = o.policy->thermal_bands.size();
     report_.summary.band_time_s.assign(nb, 0.0);
     report_.summary.drop_busy_s.assign(1, 0.0);
     report_.summary.drop_tokens.assign(1, 0);
-    idle_power_w_ = rc_.model().PowerW(thermal::RcLoad{});
-    power_w_ = idle_power_w_;
-    last_power_ns_ = clock_.NowNs();
   }
 
   uint64_t efficiency_mask() const { return eff_mask_; }

@@ -145,7 +145,7 @@ void GenerateSoc(const SocSpec& spec, const std::function<double(double)>& ambie
   params.initial_celsius = spec.initial_celsius;
   auto created = thermal::RcModel::Create(params);
   if (!created) return;  // parameters are fixed and valid: cannot happen
-  thermal::RcModel model = std::move(*created);
+  thermal::RcModel model = *created;
 
   // Jobs served one at a time, in arrival order: busy intervals.
   std::vector<std::pair<double, double>> busy;

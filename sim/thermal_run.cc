@@ -134,8 +134,8 @@ SchedRequest MakeReq(uint64_t id, Urgency u, int32_t len, int32_t vocab, int32_t
   r.max_tokens = max_tokens;
   r.prompt.resize(static_cast<size_t>(len));
   for (int32_t i = 0; i < len; ++i) {
-    r.prompt[static_cast<size_t>(i)] =
-        static_cast<runtime::TokenId>(1 + (i * 37 + static_cast<int64_t>(id)) % (vocab - 1));
+    r.prompt[static_cast<size_t>(i)] = static_cast<runtime::TokenId>(
+        1 + (static_cast<int64_t>(i) * 37 + static_cast<int64_t>(id)) % (vocab - 1));
   }
   return r;
 }
@@ -240,7 +240,7 @@ Result<ThermalRunResult> RunThermal(const ThermalRunOptions& o) {
   out.slow_tau_s = model->slow_time_constant_s();
   out.fast_tau_s = model->fast_time_constant_s();
   thermal::ManualClock clock;
-  thermal::RcModelSource source(std::move(*model), clock);
+  thermal::RcModelSource source(*model, clock);
   HeatingRunner runner(*o.engine, clock, source, topo);
   RunSink sink(*o.policy, source, out);
 

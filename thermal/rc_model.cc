@@ -121,7 +121,7 @@ void RcModel::Reset(double die_celsius, double pkg_celsius) {
 
 RcModelSource::RcModelSource(RcModel model, const Clock& clock, ValidationLimits limits,
                              std::string label)
-    : model_(std::move(model)),
+    : model_(model),
       clock_(clock),
       validator_(limits),
       label_(std::move(label)),

@@ -180,8 +180,10 @@ Result<std::unique_ptr<SensorsSource>> SensorsSource::Open(const SensorsOptions&
       const sensors_subfeature* sub =
           sensors_get_subfeature(chip, feat, SENSORS_SUBFEATURE_TEMP_INPUT);
       if (!sub) continue;
-      Input in{chip, sub->number, "libsensors:" + chip_name + "/" + feat->name + "(" + label + ")",
-               ReadingValidator(options.limits)};
+      std::string input_label = "libsensors:";
+      input_label.append(chip_name).append("/").append(feat->name).append("(").append(label);
+      input_label.append(")");
+      Input in{chip, sub->number, std::move(input_label), ReadingValidator(options.limits)};
       in.validator.MarkPresent();
       src->inputs_.push_back(std::move(in));
     }
@@ -200,6 +202,7 @@ Result<std::unique_ptr<SensorsSource>> SensorsSource::Open(const SensorsOptions&
 
 std::vector<std::string> SensorsSource::input_names() const {
   std::vector<std::string> names;
+  names.reserve(inputs_.size());
   for (const auto& in : inputs_) names.push_back(in.label);
   return names;
 }

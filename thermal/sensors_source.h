@@ -75,6 +75,8 @@ class SensorsSource final : public TemperatureSource {
   // an error: the source then reads kNoSensor.
   static Result<std::unique_ptr<SensorsSource>> Open(const SensorsOptions& options,
                                                      const Clock& clock);
+  SensorsSource(const SensorsSource&) = delete;
+  SensorsSource& operator=(const SensorsSource&) = delete;
   ~SensorsSource() override;
 
   void ReadInto(Reading& out) override;

@@ -46,7 +46,9 @@ void SysfsSource::Rescan() {
       }
       std::string temp_path = (entry.path() / "temp").string();
       if (!std::filesystem::exists(temp_path, ec)) continue;
-      Zone z{dir, temp_path, "sysfs:" + dir + "(" + type + ")", ReadingValidator(options_.limits)};
+      std::string zone_label = "sysfs:";
+      zone_label.append(dir).append("(").append(type).append(")");
+      Zone z{dir, temp_path, std::move(zone_label), ReadingValidator(options_.limits)};
       // Keep the history of a zone we already watched.
       for (auto& old : zones_) {
         if (old.temp_path == z.temp_path) z.validator = old.validator;
@@ -64,6 +66,7 @@ void SysfsSource::Rescan() {
 
 std::vector<std::string> SysfsSource::zone_names() const {
   std::vector<std::string> names;
+  names.reserve(zones_.size());
   for (const auto& z : zones_) names.push_back(z.dir_name);
   return names;
 }

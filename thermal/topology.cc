@@ -205,6 +205,7 @@ void ClassifyByMetric(bool all_capacity, bool all_freq, CpuTopology& topo) {
   int64_t split = 0;  // CPUs with metric > split are performance
   if (topo.basis != TopologyBasis::kUniform) {
     std::vector<int64_t> values;
+    values.reserve(topo.cpus.size());
     for (const auto& c : topo.cpus) values.push_back(metric(c));
     std::sort(values.begin(), values.end());
     values.erase(std::unique(values.begin(), values.end()), values.end());

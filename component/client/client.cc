@@ -64,6 +64,9 @@ class ClientCore {
  public:
   static Result<std::shared_ptr<ClientCore>> Create(std::shared_ptr<dds::Domain> domain,
                                                     const ClientOptions& options);
+  ClientCore() = default;
+  ClientCore(const ClientCore&) = delete;
+  ClientCore& operator=(const ClientCore&) = delete;
   ~ClientCore() { Shutdown(); }
   void Shutdown();
   Result<Stream> Ask(std::shared_ptr<ClientCore> self, const AskParams& params);
@@ -313,7 +316,7 @@ Result<void> ClientCore::WaitMatched() {
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + options_.node_timeout;
   for (;;) {
-    uint64_t seen;
+    uint64_t seen = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       seen = events_;

@@ -285,7 +285,7 @@ class WaitSet {
 template <class E>
 int32_t RawEnum(const E& e) {
   static_assert(sizeof(E) == sizeof(int32_t), "IDL enums are 32 bit");
-  int32_t v;
+  int32_t v = 0;
   std::memcpy(&v, &e, sizeof v);
   return v;
 }

@@ -164,7 +164,11 @@ LedgerReport ChunkLedger::Report() const {
       ++r.bad_sequence;
       what = "terminal sequence number != chunks before it";
     }
-    if (!what.empty() && r.examples.size() < kMaxExamples) r.examples.push_back(id + ": " + what);
+    if (!what.empty() && r.examples.size() < kMaxExamples) {
+      std::string example = id;
+      example.append(": ").append(what);
+      r.examples.push_back(std::move(example));
+    }
   }
   return r;
 }

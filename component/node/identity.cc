@@ -24,7 +24,7 @@ constexpr uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); 
 
 void Compress(uint32_t h[8], const uint8_t block[64]) {
   uint32_t w[64];
-  for (int i = 0; i < 16; ++i) {
+  for (size_t i = 0; i < 16; ++i) {
     w[i] = (uint32_t{block[4 * i]} << 24) | (uint32_t{block[4 * i + 1]} << 16) |
            (uint32_t{block[4 * i + 2]} << 8) | uint32_t{block[4 * i + 3]};
   }
@@ -106,8 +106,8 @@ std::array<uint8_t, 32> Sha256(std::span<const uint8_t> data) {
   const uint64_t bits = static_cast<uint64_t>(data.size()) * 8;
   for (int b = 0; b < 8; ++b) tail[blocks * 64 - 1 - b] = static_cast<uint8_t>(bits >> (8 * b));
   for (size_t b = 0; b < blocks; ++b) Compress(h, tail + 64 * b);
-  std::array<uint8_t, 32> out;
-  for (int k = 0; k < 8; ++k) {
+  std::array<uint8_t, 32> out{};
+  for (size_t k = 0; k < 8; ++k) {
     out[4 * k] = static_cast<uint8_t>(h[k] >> 24);
     out[4 * k + 1] = static_cast<uint8_t>(h[k] >> 16);
     out[4 * k + 2] = static_cast<uint8_t>(h[k] >> 8);

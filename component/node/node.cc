@@ -280,7 +280,7 @@ Result<void> Node::OpenTemperatureSource(const NodeOverrides& ov) {
   if (kind == config::SENSOR_RC_MODEL) {
     auto m = thermal::RcModel::Create(thermal::RcParams{});
     if (!m) return MakeError(ErrorCode::kConfig, "rc model: " + m.error().ToString());
-    src = std::make_unique<thermal::RcModelSource>(std::move(*m), clock);
+    src = std::make_unique<thermal::RcModelSource>(*m, clock);
     simulated = true;
   } else if (kind == config::SENSOR_REPLAY) {
     auto t = thermal::ReplayTrace::Load(Resolve(ov.base_dir, c.sensor().replay_csv()));
@@ -415,7 +415,7 @@ Node::~Node() {
 }
 
 void Node::StartScheduler() {
-  sched_thread_ = std::jthread([this](std::stop_token st) { scheduler_->Run(st); });
+  sched_thread_ = std::jthread([this](const std::stop_token& st) { scheduler_->Run(st); });
 }
 
 void Node::StopScheduler() {

@@ -66,6 +66,8 @@ class Node final : public qos::ChunkSink {
  public:
   static Result<std::unique_ptr<Node>> Create(const config::NodeConfig& config,
                                               const NodeOverrides& overrides = {});
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
   ~Node() override;
 
   // Serves until SIGTERM/SIGINT arrives on `signal_fd` (a signalfd, or -1 to serve

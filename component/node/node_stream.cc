@@ -123,12 +123,11 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
 
   qos::SchedRequest sr = MakeSchedRequest(request, info, now, std::move(*tokens));
   const uint64_t id = AddLive(request, rid, cid, now, sr);
-  qos::SubmitStatus st;
   const qos::Urgency sr_urgency = sr.urgency;
-  {
+  const qos::SubmitStatus st = [&] {
     std::lock_guard<std::mutex> l(admit_mu_);
-    st = scheduler_->Submit(std::move(sr));
-  }
+    return scheduler_->Submit(std::move(sr));
+  }();
   if (st == qos::SubmitStatus::kAdmitted) return;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -174,7 +173,7 @@ bool Node::ScreenRequest(const std::string& rid, const std::string& cid, int64_t
 
 uint64_t Node::AddLive(const ari_Request& request, const std::string& rid,
                        const std::string& cid, int64_t now, qos::SchedRequest& sr) {
-  uint64_t id;
+  uint64_t id = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
     id = next_id_++;
@@ -342,11 +341,10 @@ void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
     reason_text_ = reason;
   }
   Log("decision %s | %s", text.c_str(), reason.c_str());
-  ari_NodeState st;
-  {
+  const ari_NodeState st = [this] {
     std::lock_guard<std::mutex> l(status_mu_);
-    st = state_;
-  }
+    return state_;
+  }();
   PublishStatus(st);
 }
 
@@ -382,11 +380,10 @@ void Node::OnFallback(const qos::FallbackEvent& ev) {
     std::lock_guard<std::mutex> l(mu_);
     model_text_ = model;
   }
-  ari_NodeState st;
-  {
+  const ari_NodeState st = [this] {
     std::lock_guard<std::mutex> l(status_mu_);
-    st = state_;
-  }
+    return state_;
+  }();
   PublishStatus(st);
 }
 

@@ -131,9 +131,9 @@ void NodeTransport::HandleRequests() {
   // Copy out of the loan before calling back: the handler may take its time and the
   // requester check below talks to Cyclone.
   struct Received {
-    ari_Request request;
+    ari_Request request{};
     RequestInfo info;
-    dds_instance_handle_t publication;
+    dds_instance_handle_t publication = 0;
   };
   std::vector<Received> batch;
   auto n = request_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t& info) {

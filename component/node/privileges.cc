@@ -42,10 +42,13 @@ uint64_t WriteRights(int abi) {
 }
 
 struct Fd {
-  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
+  int fd = -1;
 };
 
 Result<void> ApplyLandlock(int abi, const std::vector<std::filesystem::path>& dirs,

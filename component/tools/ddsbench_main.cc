@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -36,8 +37,6 @@
 #include "component/client/client.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/model.h"
-
-extern char** environ;
 
 namespace {
 
@@ -71,7 +70,7 @@ struct PhaseResult {
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))));
   return v[i];
 }
 
@@ -104,7 +103,7 @@ std::vector<double> InProcessTtft(const Args& a, int reps) {
     if (!ids) return {};
     ari::runtime::TurnSpec turn;
     turn.prompt = *ids;
-    turn.max_tokens = a.max_tokens;
+    turn.max_tokens = static_cast<int32_t>(a.max_tokens);
     turn.keep_context = false;
     if (!(*engine)->StartTurn(0, turn)) return {};
     for (;;) {
@@ -122,7 +121,12 @@ std::vector<double> InProcessTtft(const Args& a, int reps) {
 }
 
 // ------------------------------------------------------------ child processes
-pid_t Spawn(const std::vector<std::string>& argv, const fs::path& log, int keep_fd = -1) {
+pid_t Spawn(std::vector<std::string> argv, const fs::path& log, int keep_fd = -1) {
+  // execve takes char* const[]: point at this function's own copies of the strings.
+  std::vector<char*> v;
+  v.reserve(argv.size() + 1);
+  for (auto& s : argv) v.push_back(s.data());
+  v.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     if (!log.empty()) {
@@ -133,9 +137,6 @@ pid_t Spawn(const std::vector<std::string>& argv, const fs::path& log, int keep_
       }
     }
     if (keep_fd >= 0) dup2(keep_fd, 3);
-    std::vector<char*> v;
-    for (const auto& s : argv) v.push_back(const_cast<char*>(s.c_str()));
-    v.push_back(nullptr);
     execve(v[0], v.data(), environ);
     _exit(127);
   }
@@ -312,6 +313,7 @@ void Report(const char* name, const PhaseResult& r, double inproc_med) {
   std::vector<double> ct(r.client_ttft_us, r.client_ttft_us + r.n_ttft);
   std::vector<double> nt(r.node_ttft_us, r.node_ttft_us + r.n_ttft);
   std::vector<double> ov;
+  ov.reserve(ct.size());
   for (int i = 0; i < r.n_ttft; ++i) ov.push_back(ct[i] - nt[i]);
   std::vector<double> lat(r.latency_us, r.latency_us + r.n_lat);
   std::printf("%-4s  shm(chunk reader=%d, request writer=%d, loaned requests=%llu)\n", name,
@@ -341,7 +343,7 @@ int Usage() {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (v == nullptr) return Usage();
@@ -353,7 +355,6 @@ int main(int argc, char** argv) {
     else if (k == "--urgency" && (std::string(v) == "critical" || std::string(v) == "normal")) a.urgency = v;
     else if (k == "--phase") a.phase = v;
     else return Usage();
-    ++i;
   }
   if (a.model.empty()) return Usage();
   if (!a.phase.empty()) {  // child

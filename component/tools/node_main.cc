@@ -31,27 +31,36 @@ struct NodeArgs {
   ari::component::NodeOverrides ov;
 };
 
+// Stores the value of option `flag`; false when `flag` is not an option with a value.
+bool ApplyOption(const std::string& flag, const char* value, NodeArgs& args) {
+  ari::component::NodeOverrides& ov = args.ov;
+  if (flag == "--config") {
+    args.config_path = value;
+  } else if (flag == "--model") {
+    ov.model = value;
+  } else if (flag == "--policy") {
+    ov.policy = value;
+  } else if (flag == "--domain") {
+    ov.domain_id = std::atoi(value);
+  } else if (flag == "--cyclone-config") {
+    ov.cyclone_config = value;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // The exit code when the tool stops here (--help: 0, bad usage: 1); nullopt to go on.
 std::optional<int> ParseArgs(int argc, char** argv, NodeArgs& args) {
-  ari::component::NodeOverrides& ov = args.ov;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
+  // Every argument but --help is an option followed by its value.
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       Usage();
       return 0;
-    } else if (a == "--config" && (v = next())) {
-      args.config_path = v;
-    } else if (a == "--model" && (v = next())) {
-      ov.model = v;
-    } else if (a == "--policy" && (v = next())) {
-      ov.policy = v;
-    } else if (a == "--domain" && (v = next())) {
-      ov.domain_id = std::atoi(v);
-    } else if (a == "--cyclone-config" && (v = next())) {
-      ov.cyclone_config = v;
-    } else {
+    }
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (v == nullptr || !ApplyOption(a, v, args)) {
       std::fprintf(stderr, "ari-node: bad argument '%s'\n", a.c_str());
       Usage();
       return 1;

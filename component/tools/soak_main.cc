@@ -61,8 +61,9 @@ double Pct(std::vector<double> v, double p) {
   return v[i];
 }
 
-const char* kPrompts[] = {"Once upon a time", "The little bird", "Tom and his dog",
-                          "Lily went to the park", "The sun was shining", "A big red ball"};
+constexpr const char* kPrompts[] = {"Once upon a time",    "The little bird",
+                                    "Tom and his dog",     "Lily went to the park",
+                                    "The sun was shining", "A big red ball"};
 
 struct SoakArgs {
   ClientOptions base;
@@ -235,6 +236,7 @@ void Soak::ClientLoop(int c) {
     // One waiter per stream, so chunk times are taken when they arrive (a burst's
     // streams are not waited one after the other).
     std::vector<std::thread> waiters;
+    waiters.reserve(inflight.size());
     for (auto& [s, u, start] : inflight) {
       waiters.emplace_back([this, &s = s, u = u, start = start] { FinishStream(s, u, start); });
     }
@@ -246,7 +248,7 @@ void Soak::ClientLoop(int c) {
 void Soak::ReportWindow(size_t w) {
   std::vector<double> lat, first, crit_lat, crit_first;
   uint64_t st[kWireStatusCount] = {};
-  long rss;
+  long rss = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (const Sample& s : windows_[w].samples) {

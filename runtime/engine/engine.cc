@@ -46,6 +46,9 @@ struct Slot {
 
 class EngineImpl final : public Engine {
  public:
+  EngineImpl() = default;
+  EngineImpl(const EngineImpl&) = delete;
+  EngineImpl& operator=(const EngineImpl&) = delete;
   ~EngineImpl() override {
     if (arena_) ::operator delete(arena_, std::align_val_t(align_));
   }
@@ -103,7 +106,8 @@ class EngineImpl final : public Engine {
   Result<void> LoadModel(const EngineOptions& o);
   Result<void> CarveArena(const EngineOptions& o, const ArenaLayout& a);
   void SetUpPrefetch(LayerPrefetch mode);
-  Result<const float*> Forward(Slot& s, int32_t n, Precision p);
+  // The last token's logits, in the engine's own buffers (Emit samples them in place).
+  Result<float*> Forward(Slot& s, int32_t n, Precision p);
   // Samples from logits, appends the token; returns true when the turn finished.
   bool Emit(Slot& s, float* logits, bool greedy, ChunkResult& r);
 
@@ -119,7 +123,6 @@ class EngineImpl final : public Engine {
   int32_t ctx_ = 0;
   int threads_ = 1;
   int32_t drop_level_ = 0;
-  int32_t dropped_ = 0;
   uint8_t* drop_mask_ = nullptr;
   std::optional<PagingAdvisor> prefetch_[2];  // [precision index] packed layer regions
 };
@@ -370,7 +373,7 @@ Result<void> EngineImpl::StartTurn(int32_t slot, const TurnSpec& turn) {
   return {};
 }
 
-Result<const float*> EngineImpl::Forward(Slot& s, int32_t n, Precision p) {
+Result<float*> EngineImpl::Forward(Slot& s, int32_t n, Precision p) {
   std::span<const TokenId> toks(s.history + s.position, static_cast<size_t>(n));
   if (s.ref) {
     auto r = runtime::Forward(*s.ref, toks);
@@ -388,7 +391,7 @@ Result<const float*> EngineImpl::Forward(Slot& s, int32_t n, Precision p) {
 
 bool EngineImpl::Emit(Slot& s, float* logits, bool greedy, ChunkResult& r) {
   const int32_t vocab = model_->config().vocab_size;
-  TokenId next;
+  TokenId next = 0;
   if (greedy) {
     next = static_cast<TokenId>(std::max_element(logits, logits + vocab) - logits);
   } else {
@@ -453,7 +456,7 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
     if (!logits) return std::unexpected(logits.error());
     r.prompt_tokens = n;
     r.prompt_remaining = s.hist_len - s.position;
-    if (r.prompt_remaining == 0) Emit(s, const_cast<float*>(*logits), greedy, r);
+    if (r.prompt_remaining == 0) Emit(s, *logits, greedy, r);
   } else {
     r.phase = ChunkPhase::kDecode;
     for (int32_t i = 0; i < std::max(1, knobs.decode_tokens) && !s.finished; ++i) {
@@ -463,7 +466,7 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
       }
       auto logits = Forward(s, s.hist_len - s.position, r.precision);
       if (!logits) return std::unexpected(logits.error());
-      Emit(s, const_cast<float*>(*logits), greedy, r);
+      Emit(s, *logits, greedy, r);
     }
   }
   r.tokens = std::span<const TokenId>(s.out + first, static_cast<size_t>(s.generated - first));

@@ -32,13 +32,13 @@ inline void RowRange(int64_t rows, int i, int n, int64_t* r0, int64_t* r1) {
 }
 
 struct MatJob {
-  const KernelTable* k;
-  const PackedMatrix* const* w;
-  float* const* y;
-  int count;
-  int64_t n;
-  const uint16_t* a16;
-  const BlockQ8A* aq;
+  const KernelTable* k = nullptr;
+  const PackedMatrix* const* w = nullptr;
+  float* const* y = nullptr;
+  int count = 0;
+  int64_t n = 0;
+  const uint16_t* a16 = nullptr;
+  const BlockQ8A* aq = nullptr;
   bool swiglu = false;  // count == 2 (gate, up): y[0] = silu(y[0]) * y[1] on the unit's rows
   int64_t pieces = 1;   // row pieces per matrix (units = matrices x pieces)
 };
@@ -68,7 +68,7 @@ void RunMatUnit(void* ctx, int64_t u, int /*who*/) {
   const int m = static_cast<int>(u / j.pieces);
   const int piece = static_cast<int>(u % j.pieces);
   const int64_t rows = j.w[m]->rows;
-  int64_t r0, r1;
+  int64_t r0 = 0, r1 = 0;
   RowRange(rows, piece, static_cast<int>(j.pieces), &r0, &r1);
   if (r0 >= r1) return;
   MatRows(j, m, r0, r1);
@@ -415,9 +415,9 @@ void FastForward::FeedForwardAndAdd(const LayerWeights& L, const PackedLayer& P,
   for (int64_t i = 0; i < n * dim; ++i) b_.x[i] += b_.y[i];
 }
 
-Result<const float*> FastForward::Run(std::span<const TokenId> tokens, int32_t pos0,
-                                      const KvCacheView& kv, PackedPrecision p,
-                                      const uint8_t* drop_mask, ThreadPool& pool, int threads) {
+Result<float*> FastForward::Run(std::span<const TokenId> tokens, int32_t pos0,
+                                const KvCacheView& kv, PackedPrecision p, const uint8_t* drop_mask,
+                                ThreadPool& pool, int threads) {
   if (auto ok = CheckChunk(tokens, pos0, kv); !ok) return std::unexpected(ok.error());
   const ModelConfig& c = model_->config();
   const ModelWeights& w = model_->weights();

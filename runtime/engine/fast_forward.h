@@ -68,10 +68,11 @@ class FastForward {
 
   // Runs tokens at positions pos0 .. pos0+n-1 (n <= max_tokens, pos0+n <= kv.ctx), stores
   // their K/V in `kv`, and returns the last token's logits [vocab] (valid until the next
-  // Run). drop_mask: n_layers flags (1 = block dropped) or null. No allocation.
-  Result<const float*> Run(std::span<const TokenId> tokens, int32_t pos0,
-                           const KvCacheView& kv, kernels::PackedPrecision precision,
-                           const uint8_t* drop_mask, ThreadPool& pool, int threads);
+  // Run; the caller may modify them, e.g. the sampler). drop_mask: n_layers flags
+  // (1 = block dropped) or null. No allocation.
+  Result<float*> Run(std::span<const TokenId> tokens, int32_t pos0, const KvCacheView& kv,
+                     kernels::PackedPrecision precision, const uint8_t* drop_mask,
+                     ThreadPool& pool, int threads);
 
   // Converts the first `positions` positions of every layer of `kv` to `to` in place
   // (kv.k / kv.v keep their addresses; rows are re-strided from the start of each half,

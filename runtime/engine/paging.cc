@@ -130,7 +130,7 @@ Result<uint64_t> ResidentBytes(const void* ptr, size_t len) {
   auto cover = PageCover(start, len, page);
   if (!cover) return std::unexpected(cover.error());
   const uintptr_t end = start + len;
-  std::array<unsigned char, 1024> vec;  // pages per mincore call; no heap
+  std::array<unsigned char, 1024> vec{};  // pages per mincore call; no heap
   uint64_t resident = 0;
   for (uintptr_t p = cover->begin; p < cover->end();) {
     const size_t pages = std::min<size_t>(vec.size(), (cover->end() - p) / page);

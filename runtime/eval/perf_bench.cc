@@ -80,7 +80,7 @@ bool EvictRange(const std::filesystem::path& file, const std::byte* map_base, co
 }
 
 double CpuSeconds() {
-  timespec t;
+  timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
@@ -90,6 +90,7 @@ double ReadBandwidthOf(const uint64_t* buf, uint64_t n, int threads) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     std::vector<std::thread> ts;
+    ts.reserve(static_cast<size_t>(threads));
     std::vector<uint64_t> sums(static_cast<size_t>(threads) * 16);
     const auto t0 = Clock::now();
     for (int t = 0; t < threads; ++t) {

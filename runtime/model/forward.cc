@@ -47,7 +47,7 @@ void Rope(float* vec, int32_t n_heads, int32_t head_dim, const float* cos, const
   const int32_t half = head_dim / 2;
   for (int32_t h = 0; h < n_heads; ++h) {
     float* v = vec + static_cast<int64_t>(h) * head_dim;
-    for (int32_t i = 0; i < half; ++i) {
+    for (int64_t i = 0; i < half; ++i) {
       // normal: pair (2i, 2i+1); neox: pair (i, i + half). Both turn by angle i.
       float* a = neox ? v + i : v + 2 * i;
       float* b = neox ? v + i + half : v + 2 * i + 1;

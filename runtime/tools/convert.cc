@@ -21,41 +21,62 @@ void Usage(FILE* f) {
                "               to fp16)\n");
 }
 
+struct ConvertArgs {
+  std::string checkpoint, tokenizer, out;
+  ari::runtime::Llama2cImportOptions opts;
+};
+
+// What ApplyOption did with an option and its value.
+enum class OptionResult { kStored, kUnknown, kBadValue /* said on stderr */ };
+
+OptionResult ApplyOption(std::string_view a, const char* v, ConvertArgs& args) {
+  if (a == "--checkpoint" || a == "-c") {
+    args.checkpoint = v;
+  } else if (a == "--tokenizer" || a == "-t") {
+    args.tokenizer = v;
+  } else if (a == "-o" || a == "--output") {
+    args.out = v;
+  } else if (a == "--name") {
+    args.opts.name = v;
+  } else if (a == "--q80") {
+    if (std::strcmp(v, "exact") == 0) {
+      args.opts.q80 = ari::runtime::Q80Storage::kExact;
+    } else if (std::strcmp(v, "q8_0") == 0) {
+      args.opts.q80 = ari::runtime::Q80Storage::kQ8_0;
+    } else {
+      std::fprintf(stderr, "ari-convert: --q80 must be 'exact' or 'q8_0', not '%s'\n", v);
+      return OptionResult::kBadValue;
+    }
+  } else {
+    return OptionResult::kUnknown;
+  }
+  return OptionResult::kStored;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string checkpoint, tokenizer, out;
-  ari::runtime::Llama2cImportOptions opts;
-  for (int i = 1; i < argc; ++i) {
+  ConvertArgs args;
+  // Every argument but --help is an option followed by its value.
+  for (int i = 1; i < argc; i += 2) {
     const std::string_view a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
     if (a == "-h" || a == "--help") {
       Usage(stdout);
       return 0;
-    } else if ((a == "--checkpoint" || a == "-c") && (v = value())) {
-      checkpoint = v;
-    } else if ((a == "--tokenizer" || a == "-t") && (v = value())) {
-      tokenizer = v;
-    } else if ((a == "-o" || a == "--output") && (v = value())) {
-      out = v;
-    } else if (a == "--name" && (v = value())) {
-      opts.name = v;
-    } else if (a == "--q80" && (v = value())) {
-      if (std::strcmp(v, "exact") == 0) {
-        opts.q80 = ari::runtime::Q80Storage::kExact;
-      } else if (std::strcmp(v, "q8_0") == 0) {
-        opts.q80 = ari::runtime::Q80Storage::kQ8_0;
-      } else {
-        std::fprintf(stderr, "ari-convert: --q80 must be 'exact' or 'q8_0', not '%s'\n", v);
-        return 1;
-      }
-    } else {
+    }
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    const OptionResult r = v == nullptr ? OptionResult::kUnknown : ApplyOption(a, v, args);
+    if (r == OptionResult::kBadValue) return 1;
+    if (r == OptionResult::kUnknown) {
       std::fprintf(stderr, "ari-convert: unknown or incomplete argument '%s'\n", argv[i]);
       Usage(stderr);
       return 1;
     }
   }
+  const std::string& checkpoint = args.checkpoint;
+  const std::string& tokenizer = args.tokenizer;
+  const std::string& out = args.out;
+  const ari::runtime::Llama2cImportOptions& opts = args.opts;
   if (checkpoint.empty() || tokenizer.empty() || out.empty()) {
     std::fprintf(stderr, "ari-convert: --checkpoint, --tokenizer and -o are required\n");
     Usage(stderr);

@@ -221,7 +221,7 @@ int RunGreedy(Paths& paths, const std::vector<TokenId>& seq, int greedy, int ctx
     for (int i = 0; i + 1 < np + steps; ++i) {
       auto l = paths.Step(p, tok, i);
       if (!l) return Fail(l.error().ToString());
-      tok = i + 1 < np ? seq[static_cast<size_t>(i + 1)] : Argmax(*l, vocab);
+      tok = i + 1 < np ? seq[static_cast<size_t>(i) + 1] : Argmax(*l, vocab);
       if (i + 1 >= np) out[static_cast<size_t>(p)].push_back(tok);
     }
   }

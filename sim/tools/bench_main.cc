@@ -59,11 +59,10 @@ void Usage() {
 bool ParseArgs(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
-    auto val = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
     if (f == "--json") { a.json = true; continue; }
     if (f == "-h" || f == "--help") return false;
-    if (!(v = val())) { std::fprintf(stderr, "ari-bench: %s needs a value\n", f.c_str()); return false; }
+    if (i + 1 >= argc) { std::fprintf(stderr, "ari-bench: %s needs a value\n", f.c_str()); return false; }
+    const char* v = argv[++i];
     if (f == "-m" || f == "--model") a.model = v;
     else if (f == "--precision") a.precision = v;
     else if (f == "-t" || f == "--threads") a.threads = std::atoi(v);
@@ -237,7 +236,7 @@ bool RunRepetition(const Args& a, const PreemptSetup& ps, const qos::Policy& pol
   if (ps.sensor) o.temperature = &fixed;
   auto s = qos::Scheduler::Create(o);
   if (!s) { std::fprintf(stderr, "ari-bench: %s\n", s.error().ToString().c_str()); return false; }
-  std::jthread loop([&](std::stop_token st) { (*s)->Run(st); });
+  std::jthread loop([&](const std::stop_token& st) { (*s)->Run(st); });
   auto wait_term = [&](uint64_t rid) {
     std::unique_lock lk(sink.mu);
     sink.cv.wait(lk, [&] { return sink.Term(rid) != nullptr; });
