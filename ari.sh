@@ -4,6 +4,7 @@
 #   ./ari.sh test    install packages, build Release + ASan/UBSan, run the whole suite in both
 #   ./ari.sh setup   only install the Debian packages (idempotent; seconds when present)
 #   ./ari.sh build   only the Release build
+#   ./ari.sh lint    clang-format + clang-tidy on the project's sources (needs the Release build)
 #   ./ari.sh cross-test  aarch64 cross build of runtime/ + its tests under qemu (3 CPU models)
 #   ./ari.sh cross-all   aarch64 cross build of every module (arm64 multiarch), not run
 #   ./ari.sh fuzz-smoke             build the libFuzzer targets (clang), run each 30 s
@@ -27,6 +28,7 @@ PACKAGES=(
   libicu-dev                              # Unicode categories/regex for tokenizer pre-splitting
   clang-16 libclang-rt-16-dev             # libFuzzer + ASan/UBSan runtimes for tests/fuzz (clang 14
                                           # cannot compile libstdc++ 12's <expected>)
+  clang-tidy-16 clang-format-16           # lint: .clang-tidy, .clang-format (scripts/lint.sh)
   chromium                                # headless render test of the replay report (sim.report)
 )
 
@@ -77,6 +79,8 @@ cmd_test() {
   build_release
   log "Release tests"
   run_tests "$ROOT/build-release"
+  log "lint (clang-format, clang-tidy)"
+  "$ROOT/scripts/lint.sh" "$ROOT/build-release" all
   log "ASan+UBSan build"
   configure_and_build "$ROOT/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DARI_SANITIZE=ON \
       -DARI_BUILD_BENCHMARKS=OFF
@@ -241,11 +245,12 @@ cmd_demo() {
 case "${1:-}" in
   setup) setup ;;
   build) setup; build_release ;;
+  lint) setup; build_release; "$ROOT/scripts/lint.sh" "$ROOT/build-release" all ;;
   test) cmd_test ;;
   demo) cmd_demo ;;
   cross-test) setup; cross_test ;;
   cross-all) setup; cross_all ;;
   fuzz-smoke) setup; cmd_fuzz_smoke ;;
   fuzz) setup; shift; cmd_fuzz "$@" ;;
-  *) sed -n '2,10p' "$0"; exit 2 ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
 esac
