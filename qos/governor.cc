@@ -47,7 +47,8 @@ void DecideThermal(const Policy& p, const GovernorState& s, const GovernorInputs
       r.Appendf(" (%.*s)", static_cast<int>(in.reading.source.size()), in.reading.source.data());
     }
     if (s.initialized) {
-      r.Appendf(", band %s kept from the last good reading", p.thermal_bands[s.thermal_band].name.c_str());
+      r.Appendf(", band %s kept from the last good reading",
+                p.thermal_bands[s.thermal_band].name.c_str());
     }
     return;
   }
@@ -79,9 +80,9 @@ void DecideThermal(const Policy& p, const GovernorState& s, const GovernorInputs
       r.Appendf("band %s (%.1f C >= %.1f enter%s)", to.name.c_str(), t, to.enter_c,
                 dwell_done ? "" : ", last band skips dwell");
     } else {
-      r.Appendf("band %s held by dwell (%.1f C >= %.1f enter %s; %lld/%lld ms)",
-                band.name.c_str(), t, to.enter_c, to.name.c_str(),
-                static_cast<long long>(held_ms), static_cast<long long>(band.min_dwell_ms));
+      r.Appendf("band %s held by dwell (%.1f C >= %.1f enter %s; %lld/%lld ms)", band.name.c_str(),
+                t, to.enter_c, to.name.c_str(), static_cast<long long>(held_ms),
+                static_cast<long long>(band.min_dwell_ms));
     }
   } else if (cur > 0 && t < band.exit_c) {
     const ThermalBand& to = p.thermal_bands[cur - 1];
@@ -90,8 +91,8 @@ void DecideThermal(const Policy& p, const GovernorState& s, const GovernorInputs
       r.Appendf("band %s (%.1f C < %.1f exit %s)", to.name.c_str(), t, band.exit_c,
                 band.name.c_str());
     } else {
-      r.Appendf("band %s held by dwell (%.1f C < %.1f exit; %lld/%lld ms)", band.name.c_str(),
-                t, band.exit_c, static_cast<long long>(held_ms),
+      r.Appendf("band %s held by dwell (%.1f C < %.1f exit; %lld/%lld ms)", band.name.c_str(), t,
+                band.exit_c, static_cast<long long>(held_ms),
                 static_cast<long long>(band.min_dwell_ms));
     }
   } else {
@@ -174,8 +175,10 @@ void DecideMemory(const Policy& p, const GovernorState& s, const GovernorInputs&
     a.greedy_only |= b.greedy_only;
     a.kv_int8 |= b.kv_int8;
     a.use_fallback_model |= b.use_fallback_model;
-    if (b.context_cap != 0) a.context_cap = a.context_cap == 0 ? b.context_cap : std::min(a.context_cap, b.context_cap);
-    if (b.output_cap != 0) a.output_cap = a.output_cap == 0 ? b.output_cap : std::min(a.output_cap, b.output_cap);
+    if (b.context_cap != 0)
+      a.context_cap = a.context_cap == 0 ? b.context_cap : std::min(a.context_cap, b.context_cap);
+    if (b.output_cap != 0)
+      a.output_cap = a.output_cap == 0 ? b.output_cap : std::min(a.output_cap, b.output_cap);
   }
   if (d->memory_band >= 0) {
     r.Append(":");

@@ -28,8 +28,8 @@ namespace ari::qos {
 
 // The governor's memory between decisions (small, copyable, no heap).
 struct GovernorState {
-  bool initialized = false;   // false until the first OK temperature reading
-  int thermal_band = 0;       // index into Policy::thermal_bands
+  bool initialized = false;  // false until the first OK temperature reading
+  int thermal_band = 0;      // index into Policy::thermal_bands
   int64_t thermal_since_ns = 0;
   bool conservative = false;  // the last decision was made in conservative mode
   int memory_band = -1;       // index into Policy::memory_bands, -1 = none
@@ -43,7 +43,7 @@ struct GovernorInputs {
   std::optional<uint64_t> mem_available_bytes;  // MemAvailable (or cgroup headroom)
   std::optional<double> psi_some_avg10;         // /proc/pressure/memory "some avg10", percent
   std::array<uint32_t, kNumUrgencies> queue_depths{};  // waiting requests by class rank
-  std::optional<Urgency> active;                 // class of the request running now
+  std::optional<Urgency> active;                       // class of the request running now
   int64_t now_ns = 0;
 };
 
@@ -71,7 +71,7 @@ struct Decision {
   MemoryActions memory;                // accumulated ladder actions in force
   bool thermal_changed = false;        // band changed in this decision
   bool memory_changed = false;
-  ReasonText reason;                   // e.g. "band hot (86.2 C >= 85.0 enter); CRITICAL -> ..."
+  ReasonText reason;  // e.g. "band hot (86.2 C >= 85.0 enter); CRITICAL -> ..."
 
   std::string_view Reason() const { return reason.view(); }
 };

@@ -106,9 +106,8 @@ runtime::ChunkKnobs MapKnobs(const Knobs& knobs, const MemoryActions& memory,
   k.prefill_tokens = prefill;
   k.decode_tokens = static_cast<int32_t>(std::max<uint32_t>(knobs.decode_tokens_per_chunk, 1));
   k.layer_drop = static_cast<int32_t>(knobs.layer_drop);
-  k.kv_type = (knobs.kv_precision == KvPrecision::kInt8 || memory.kv_int8)
-                  ? runtime::KvType::kInt8
-                  : base_kv;
+  k.kv_type = (knobs.kv_precision == KvPrecision::kInt8 || memory.kv_int8) ? runtime::KvType::kInt8
+                                                                           : base_kv;
   k.greedy_only = memory.greedy_only;
   k.context_cap = static_cast<int32_t>(memory.context_cap);
   k.output_cap = static_cast<int32_t>(memory.output_cap);  // the scheduler also clamps max_tokens

@@ -2,13 +2,13 @@
 // line:column) -> validation (field path + line) -> plain C++ Policy.
 #include "qos/policy.h"
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
-
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "idl/ari_policy.pb.h"
 #include "qos/policy_validate.h"
@@ -79,8 +79,8 @@ Result<Policy> Convert(const pb::Policy& p, const TextFormat::ParseInfoTree* tre
                        std::string_view origin) {
   const std::vector<std::string> errors = internal::ValidatePolicyProto(p, tree, origin);
   if (!errors.empty()) {
-    std::string msg = std::to_string(errors.size()) + " policy error" +
-                      (errors.size() == 1 ? "" : "s") + ":";
+    std::string msg =
+        std::to_string(errors.size()) + " policy error" + (errors.size() == 1 ? "" : "s") + ":";
     for (const auto& e : errors) msg += "\n  " + e;
     return MakeError(ErrorCode::kInvalidPolicy, std::move(msg));
   }
@@ -167,7 +167,9 @@ std::string_view IsaTierName(IsaTier t) {
   return "?";
 }
 
-std::string_view KvPrecisionName(KvPrecision k) { return k == KvPrecision::kFp16 ? "fp16" : "int8"; }
+std::string_view KvPrecisionName(KvPrecision k) {
+  return k == KvPrecision::kFp16 ? "fp16" : "int8";
+}
 
 std::string_view DeadlineMissActionName(DeadlineMissAction a) {
   return a == DeadlineMissAction::kStop ? "stop" : "finish_degraded";
@@ -175,11 +177,11 @@ std::string_view DeadlineMissActionName(DeadlineMissAction a) {
 
 int FormatKnobs(const Knobs& k, char* buf, size_t size) {
   // The name functions return literals, so .data() is NUL-terminated.
-  return std::snprintf(buf, size, "%s cores x%u, %s, chunk %u/%u, pause %u ms, isa %s, drop %u, KV %s",
-                       CoreClassName(k.core_class).data(), k.threads,
-                       PrecisionName(k.precision).data(), k.prefill_chunk,
-                       k.decode_tokens_per_chunk, k.pause_ms, IsaTierName(k.isa).data(),
-                       k.layer_drop, KvPrecisionName(k.kv_precision).data());
+  return std::snprintf(
+      buf, size, "%s cores x%u, %s, chunk %u/%u, pause %u ms, isa %s, drop %u, KV %s",
+      CoreClassName(k.core_class).data(), k.threads, PrecisionName(k.precision).data(),
+      k.prefill_chunk, k.decode_tokens_per_chunk, k.pause_ms, IsaTierName(k.isa).data(),
+      k.layer_drop, KvPrecisionName(k.kv_precision).data());
 }
 
 std::string KnobsToString(const Knobs& k) {
@@ -214,7 +216,8 @@ Result<Policy> ParsePolicyText(std::string_view text, std::string_view origin) {
 Result<Policy> LoadPolicyFile(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    return MakeError(ErrorCode::kIo, "policy file not found (or not a regular file): " + path.string());
+    return MakeError(ErrorCode::kIo,
+                     "policy file not found (or not a regular file): " + path.string());
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return MakeError(ErrorCode::kIo, "cannot open policy file " + path.string());
@@ -238,7 +241,8 @@ void PolicyToProto(const Policy& policy, pb::Policy* proto) {
     pc->set_default_deadline_ms(c.default_deadline_ms);
     pc->set_queue_capacity(c.queue_capacity);
     pc->set_aging_step_ms(c.aging_step_ms);
-    pc->set_deadline_miss(static_cast<pb::DeadlineMissAction>(static_cast<int>(c.deadline_miss) + 1));
+    pc->set_deadline_miss(
+        static_cast<pb::DeadlineMissAction>(static_cast<int>(c.deadline_miss) + 1));
   }
   proto->set_aging_ceiling(ToPb(policy.aging_ceiling));
   for (size_t i = 0; i < policy.thermal_bands.size(); ++i) {

@@ -33,7 +33,7 @@ enum class IsaTier : uint8_t { kBest, kAvx512, kAvx2, kNeonDotprod, kNeon, kScal
 enum class KvPrecision : uint8_t { kFp16, kInt8 };
 enum class DeadlineMissAction : uint8_t { kStop, kFinishDegraded };
 
-std::string_view UrgencyName(Urgency u);  // "CRITICAL", "HIGH", "NORMAL", "BACKGROUND"
+std::string_view UrgencyName(Urgency u);            // "CRITICAL", "HIGH", "NORMAL", "BACKGROUND"
 std::string_view CoreClassName(CoreClass c);        // "perf", "efficiency", "any"
 std::string_view PrecisionName(WeightPrecision p);  // "W8A16", "W4A8"
 std::string_view IsaTierName(IsaTier t);            // "best", "avx512", ...
@@ -49,7 +49,7 @@ struct Knobs {
   uint32_t decode_tokens_per_chunk = 8;  // generated tokens per decode chunk
   uint32_t pause_ms = 0;                 // pacing pause after each chunk
   IsaTier isa = IsaTier::kBest;
-  uint32_t layer_drop = 0;               // skip the k least influential blocks
+  uint32_t layer_drop = 0;  // skip the k least influential blocks
   KvPrecision kv_precision = KvPrecision::kFp16;
 
   bool operator==(const Knobs&) const = default;
@@ -86,7 +86,7 @@ struct MemoryBand {
   uint64_t enter_below_bytes = 0;  // enter when MemAvailable < this
   uint64_t exit_above_bytes = 0;   // leave when MemAvailable > this
   int64_t min_dwell_ms = 0;
-  double psi_enter = 0.0;          // PSI some avg10 percent; 0 = unused
+  double psi_enter = 0.0;  // PSI some avg10 percent; 0 = unused
   double psi_exit = 0.0;
   MemoryActions actions;
 };

@@ -68,8 +68,8 @@ class Validator {
     const FieldDescriptor* fd = Field(n, field);
     const auto* refl = n.msg->GetReflection();
     Node c;
-    c.msg = index >= 0 ? &refl->GetRepeatedMessage(*n.msg, fd, index)
-                       : &refl->GetMessage(*n.msg, fd);
+    c.msg =
+        index >= 0 ? &refl->GetRepeatedMessage(*n.msg, fd, index) : &refl->GetMessage(*n.msg, fd);
     c.path = PathOf(n, field, index);
     c.line = LineOf(n, field, index);
     if (n.tree != nullptr && (index >= 0 || refl->HasField(*n.msg, fd))) {
@@ -154,8 +154,8 @@ class Validator {
       if (CheckEnum(n, "urgency")) {
         const int u = c.urgency();
         if (seen[u]) {
-          Fail(n, "urgency", "duplicate class " + pb::Urgency_Name(c.urgency()) +
-                                 FirstAt(seen_line[u]));
+          Fail(n, "urgency",
+               "duplicate class " + pb::Urgency_Name(c.urgency()) + FirstAt(seen_line[u]));
         }
         seen[u] = true;
         seen_line[u] = n.line;
@@ -252,8 +252,9 @@ class Validator {
       if (!(b.psi_enter() >= 0.0 && b.psi_enter() <= 100.0)) {
         Fail(n, "psi_enter", Fmt("%.1f outside [0, 100] percent", b.psi_enter()));
       } else if (b.psi_enter() > 0.0 && !(b.psi_exit() >= 0.0 && b.psi_exit() < b.psi_enter())) {
-        Fail(n, "psi_exit", Fmt("psi_exit %.1f must be in [0, psi_enter %.1f) (hysteresis)",
-                                b.psi_exit(), b.psi_enter()));
+        Fail(n, "psi_exit",
+             Fmt("psi_exit %.1f must be in [0, psi_enter %.1f) (hysteresis)", b.psi_exit(),
+                 b.psi_enter()));
       } else if (b.psi_enter() == 0.0 && b.psi_exit() != 0.0) {
         Fail(n, "psi_exit", "set without psi_enter");
       }
@@ -281,8 +282,9 @@ class Validator {
       if (!urgency_ok || band < 0) continue;
       int& seen = cell_line[band][r.urgency()];
       if (seen != 0) {
-        Fail(n, "urgency", "duplicate rule for " + pb::Urgency_Name(r.urgency()) + " in band \"" +
-                               r.band() + "\"" + FirstAt(seen));
+        Fail(n, "urgency",
+             "duplicate rule for " + pb::Urgency_Name(r.urgency()) + " in band \"" + r.band() +
+                 "\"" + FirstAt(seen));
       } else {
         seen = n.line > 0 ? n.line : -1;
       }
@@ -313,15 +315,15 @@ class Validator {
       CheckKnobs(n, k.knobs());
       if (!CheckEnum(n, "urgency")) continue;
       if (seen[k.urgency()] != 0) {
-        Fail(n, "urgency", "duplicate class " + pb::Urgency_Name(k.urgency()) +
-                               FirstAt(seen[k.urgency()]));
+        Fail(n, "urgency",
+             "duplicate class " + pb::Urgency_Name(k.urgency()) + FirstAt(seen[k.urgency()]));
       }
       seen[k.urgency()] = n.line > 0 ? n.line : -1;
     }
     for (int u = pb::CRITICAL; u <= pb::BACKGROUND; ++u) {
       if (seen[u] == 0) {
-        Fail(c, "knobs", "missing knobs for class " +
-                             pb::Urgency_Name(static_cast<pb::Urgency>(u)));
+        Fail(c, "knobs",
+             "missing knobs for class " + pb::Urgency_Name(static_cast<pb::Urgency>(u)));
       }
     }
   }

@@ -1,11 +1,11 @@
 // Internal: semantic validation of a parsed ari.policy.Policy message.
 #pragma once
 
+#include <google/protobuf/text_format.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <google/protobuf/text_format.h>
 
 #include "idl/ari_policy.pb.h"
 
@@ -24,7 +24,7 @@ inline constexpr double kMaxCelsius = 150.0;
 // Returns one line per problem, "origin:line: field.path: what" (the line is
 // left out when `tree` is null or the field has no location). Empty = valid.
 std::vector<std::string> ValidatePolicyProto(
-    const ari::policy::Policy& policy,
-    const google::protobuf::TextFormat::ParseInfoTree* tree, std::string_view origin);
+    const ari::policy::Policy& policy, const google::protobuf::TextFormat::ParseInfoTree* tree,
+    std::string_view origin);
 
 }  // namespace ari::qos::internal

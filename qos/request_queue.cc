@@ -102,8 +102,7 @@ PushResult RequestQueue::Push(const QueueEntry& entry) {
     return result;
   }
   // CRITICAL: make room by evicting the latest-deadline entry of the lowest class.
-  for (int victim_rank = kNumUrgencies - 1; victim_rank > Rank(Urgency::kCritical);
-       --victim_rank) {
+  for (int victim_rank = kNumUrgencies - 1; victim_rank > Rank(Urgency::kCritical); --victim_rank) {
     if (depth_[victim_rank] == 0) continue;
     int victim = -1;
     for (size_t i = 0; i < size_; ++i) {

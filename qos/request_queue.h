@@ -58,8 +58,8 @@ struct PushResult {
 };
 
 struct QueueConfig {
-  std::array<uint32_t, kNumUrgencies> capacity{};       // by class rank
-  std::array<int64_t, kNumUrgencies> aging_step_ns{};   // 0 = never ages
+  std::array<uint32_t, kNumUrgencies> capacity{};      // by class rank
+  std::array<int64_t, kNumUrgencies> aging_step_ns{};  // 0 = never ages
   Urgency aging_ceiling = Urgency::kCritical;
 
   static QueueConfig FromPolicy(const Policy& policy);

@@ -96,8 +96,7 @@ SubmitStatus Scheduler::Submit(SchedRequest request) {
     QueueEntry e{request.id, request.urgency, live->deadline_ns, now, 0};
     PushResult pr = queue_.Push(e);
     if (!pr.accepted()) {
-      return pr.status == PushStatus::kDuplicate ? SubmitStatus::kDuplicate
-                                                 : SubmitStatus::kBusy;
+      return pr.status == PushStatus::kDuplicate ? SubmitStatus::kDuplicate : SubmitStatus::kBusy;
     }
     live->req = std::move(request);
     live_.push_back(std::move(live));
@@ -127,8 +126,8 @@ bool Scheduler::Cancel(uint64_t id) {
 }
 
 void Scheduler::Finish(uint64_t id, TerminalStatus status, std::string_view message) {
-  auto it = std::find_if(live_.begin(), live_.end(),
-                         [id](const auto& l) { return l->req.id == id; });
+  auto it =
+      std::find_if(live_.begin(), live_.end(), [id](const auto& l) { return l->req.id == id; });
   if (it == live_.end()) return;
   Live& r = **it;
   if (r.started) {
@@ -258,10 +257,11 @@ void Scheduler::ReadInputs(int64_t now, GovernorInputs& in) {
 }
 
 bool Scheduler::NoteDecision(const Decision& d) {
-  const bool changed =
-      !decision_emitted_ || d.knobs != last_decision_.knobs || d.urgency != last_decision_.urgency ||
-      d.idle != last_decision_.idle || d.thermal_band != last_decision_.thermal_band ||
-      d.memory_band != last_decision_.memory_band || d.conservative != last_decision_.conservative;
+  const bool changed = !decision_emitted_ || d.knobs != last_decision_.knobs ||
+                       d.urgency != last_decision_.urgency || d.idle != last_decision_.idle ||
+                       d.thermal_band != last_decision_.thermal_band ||
+                       d.memory_band != last_decision_.memory_band ||
+                       d.conservative != last_decision_.conservative;
   last_decision_ = d;
   decision_emitted_ = true;
   return changed;
@@ -362,8 +362,7 @@ void Scheduler::AccountChunk(Live& r, const runtime::Result<runtime::ChunkResult
                       r.generated >= static_cast<int32_t>(last_decision_.memory.output_cap);
   if (cr->finished) {
     Finish(r.req.id, TerminalStatus::kDone,
-           r.deadline_missed ? "finished degraded after its deadline"
-                             : StopText(cr->stop_reason));
+           r.deadline_missed ? "finished degraded after its deadline" : StopText(cr->stop_reason));
   } else if (capped) {
     Finish(r.req.id, TerminalStatus::kDone, "output capped (memory)");
   }
@@ -400,8 +399,8 @@ void Scheduler::Run(const std::stop_token& stop) {
     if (r.next_step_ns == kNever) {
       cv_.wait(lk, stop, [this] { return wake_ || shutdown_; });
     } else {
-      const auto until = std::chrono::steady_clock::now() +
-                         std::chrono::nanoseconds(r.next_step_ns - now);
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::nanoseconds(r.next_step_ns - now);
       cv_.wait_until(lk, stop, until, [this] { return wake_ || shutdown_; });
     }
   }

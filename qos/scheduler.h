@@ -65,8 +65,8 @@
 #include "qos/policy.h"
 #include "qos/request_queue.h"
 #include "runtime/engine/engine.h"
-#include "thermal/memory_monitor.h"
 #include "thermal/clock.h"
+#include "thermal/memory_monitor.h"
 #include "thermal/source.h"
 #include "thermal/topology.h"
 
@@ -103,8 +103,8 @@ std::string_view SubmitStatusName(SubmitStatus s);
 
 struct ChunkEvent {
   uint64_t id = 0;
-  uint32_t seq = 0;  // 0, 1, 2... per request over the OnChunk calls
-  std::string_view text;                   // valid during the call only
+  uint32_t seq = 0;                          // 0, 1, 2... per request over the OnChunk calls
+  std::string_view text;                     // valid during the call only
   std::span<const runtime::TokenId> tokens;  // valid during the call only
   int64_t compute_ns = 0;
   runtime::Precision precision = runtime::Precision::kReference;
@@ -174,7 +174,7 @@ class ChunkSink {
 };
 
 struct SchedulerOptions {
-  const Policy* policy = nullptr;       // must outlive the scheduler
+  const Policy* policy = nullptr;          // must outlive the scheduler
   runtime::ChunkRunner* engine = nullptr;  // must outlive the scheduler (Engine or a
                                            // simulated one, sim/sim_engine.h)
   const thermal::Clock* clock = nullptr;

@@ -18,7 +18,7 @@ struct Scheduler::Live {
   int64_t deadline_ns = kSchedNever;
   bool started = false;  // holds a slot, turn started
   int32_t slot = -1;
-  bool on_fallback = false;  // the slot is on the fallback engine
+  bool on_fallback = false;      // the slot is on the fallback engine
   int64_t waiting_since_ns = 0;  // aging of a started (preempted) request
   int32_t generated = 0;
   uint32_t chunk_seq = 0;

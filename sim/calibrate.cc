@@ -96,7 +96,8 @@ std::string CalibrationToText(const Calibration& c) {
   s += "class         n   TTFT live   model   error     n  decode live  model (tok/s)  error\n";
   for (const ClassCalibration& k : c.classes) {
     if (k.ttft_n == 0 && k.decode_n == 0) continue;
-    std::snprintf(b, sizeof b, "%-11s %3d   %8.3f %8.3f %+6.1f %%  %3d   %8.2f %8.2f      %+6.1f %%%s\n",
+    std::snprintf(b, sizeof b,
+                  "%-11s %3d   %8.3f %8.3f %+6.1f %%  %3d   %8.2f %8.2f      %+6.1f %%%s\n",
                   k.urgency.c_str(), k.ttft_n, k.live_ttft_s, k.model_ttft_s, 100 * k.ttft_error,
                   k.decode_n, k.live_decode_tps, k.model_decode_tps, 100 * k.decode_error,
                   k.within_goal ? "" : "  (outside goal)");
@@ -109,8 +110,8 @@ std::string CalibrationToText(const Calibration& c) {
 std::string CalibrationToJson(const Calibration& c) {
   std::string s = "{\"format\":\"ari-sim-calibration-1\",\"goal\":";
   char b[512];
-  std::snprintf(b, sizeof b, "%.6g,\"matched\":%d,\"within_goal\":%s,\"classes\":[", c.goal, c.matched,
-                c.within_goal ? "true" : "false");
+  std::snprintf(b, sizeof b, "%.6g,\"matched\":%d,\"within_goal\":%s,\"classes\":[", c.goal,
+                c.matched, c.within_goal ? "true" : "false");
   s += b;
   for (size_t i = 0; i < c.classes.size(); ++i) {
     const ClassCalibration& k = c.classes[i];

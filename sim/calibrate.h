@@ -39,9 +39,9 @@ struct ClassCalibration {
 
 struct Calibration {
   double goal = kCalibrationGoal;
-  int matched = 0;                       // requests found in both reports
-  std::vector<ClassCalibration> classes; // CRITICAL..BACKGROUND
-  bool within_goal = true;               // every class with data within the goal
+  int matched = 0;                        // requests found in both reports
+  std::vector<ClassCalibration> classes;  // CRITICAL..BACKGROUND
+  bool within_goal = true;                // every class with data within the goal
 };
 
 // (tokens - 1) / (completion_s - ttft_s) for a DONE request with >= 2 tokens and

@@ -53,8 +53,7 @@ Result<runtime::Precision> ParsePrecision(std::string p) {
   std::transform(p.begin(), p.end(), p.begin(), [](unsigned char c) { return std::tolower(c); });
   if (p == "w8a16") return runtime::Precision::kW8A16;
   if (p == "w4a8") return runtime::Precision::kW4A8;
-  return MakeError(ErrorCode::kInvalidArgument,
-                   "precision \"" + p + "\" (expected w8a16 or w4a8)");
+  return MakeError(ErrorCode::kInvalidArgument, "precision \"" + p + "\" (expected w8a16 or w4a8)");
 }
 
 std::string Fmt(double x) {
@@ -110,7 +109,7 @@ Result<void> NumberObject(const pb::Value& obj, const std::string& name,
 std::map<std::string, double> DefaultIsaSpeed() {
   // Relative kernel speed; avx2 = 1. avx512vnni/neon figures are estimates (this
   // machine has AVX2 only); scalar from the kernels' own scalar reference paths.
-  return {{"scalar", 0.15}, {"avx2", 1.0},        {"avx512vnni", 1.4},
+  return {{"scalar", 0.15}, {"avx2", 1.0},         {"avx512vnni", 1.4},
           {"neon", 0.6},    {"neon_dotprod", 0.9}, {"neon_i8mm", 1.1}};
 }
 
@@ -119,8 +118,8 @@ double CostModel::FrequencyFactor(runtime::ChunkPhase phase, bool efficiency,
   const double nominal = efficiency ? nominal_khz_efficiency : nominal_khz_performance;
   const double cap = static_cast<double>(cap_khz);
   if (cap_khz == 0 || !(nominal > 0) || cap >= nominal) return 1.0;
-  const double sens = phase == runtime::ChunkPhase::kPrefill ? freq_sensitivity_prefill
-                                                             : freq_sensitivity_decode;
+  const double sens =
+      phase == runtime::ChunkPhase::kPrefill ? freq_sensitivity_prefill : freq_sensitivity_decode;
   return 1.0 + sens * (nominal / cap - 1.0);
 }
 
@@ -176,7 +175,9 @@ double CostModel::ChunkSeconds(const runtime::ChunkKnobs& knobs, runtime::ChunkP
 }
 
 Result<void> CostModel::Validate() const {
-  auto bad = [](const std::string& m) { return MakeError(ErrorCode::kInvalidArgument, "cost model: " + m); };
+  auto bad = [](const std::string& m) {
+    return MakeError(ErrorCode::kInvalidArgument, "cost model: " + m);
+  };
   if (entries.empty()) return bad("no entries");
   if (layers < 1) return bad("layers must be >= 1");
   if (!(thread_scaling >= 0 && thread_scaling <= 2)) return bad("thread_scaling must be in [0, 2]");
@@ -198,8 +199,10 @@ Result<void> CostModel::Validate() const {
     const CostEntry& e = entries[i];
     const std::string at = "entries[" + std::to_string(i) + "]: ";
     if (e.threads < 1) return bad(at + "threads must be >= 1");
-    if (!(e.prefill_tps > 0 && std::isfinite(e.prefill_tps))) return bad(at + "prefill_tps must be > 0");
-    if (!(e.decode_tps > 0 && std::isfinite(e.decode_tps))) return bad(at + "decode_tps must be > 0");
+    if (!(e.prefill_tps > 0 && std::isfinite(e.prefill_tps)))
+      return bad(at + "prefill_tps must be > 0");
+    if (!(e.decode_tps > 0 && std::isfinite(e.decode_tps)))
+      return bad(at + "decode_tps must be > 0");
     if (!(e.chunk_overhead_ms >= 0) || !(e.decode_overhead_ms >= 0)) {
       return bad(at + "overheads must be >= 0");
     }
@@ -214,7 +217,8 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
   if (!v) return std::unexpected(v.error());
   const std::string o(origin);
   if (Str(*v, "format", "") != "ari-sim-cost-1") {
-    return MakeError(ErrorCode::kFormat, o + ": not a cost model (\"format\": \"ari-sim-cost-1\" missing)");
+    return MakeError(ErrorCode::kFormat,
+                     o + ": not a cost model (\"format\": \"ari-sim-cost-1\" missing)");
   }
   CostModel m;
   m.source = Str(*v, "source", "");
@@ -226,22 +230,22 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
   if (const pb::Value* is = Field(*v, "isa_speed"); is && is->has_struct_value()) {
     for (const auto& [k, x] : is->struct_value().fields()) m.isa_speed[k] = x.number_value();
   }
-  if (auto ok = NumberObject(*v, "nominal_khz",
-                             {{"performance", &m.nominal_khz_performance},
-                              {"efficiency", &m.nominal_khz_efficiency}},
-                             o);
+  if (auto ok = NumberObject(
+          *v, "nominal_khz",
+          {{"performance", &m.nominal_khz_performance}, {"efficiency", &m.nominal_khz_efficiency}},
+          o);
       !ok) {
     return std::unexpected(ok.error());
   }
-  if (auto ok = NumberObject(*v, "freq_sensitivity",
-                             {{"prefill", &m.freq_sensitivity_prefill},
-                              {"decode", &m.freq_sensitivity_decode}},
-                             o);
+  if (auto ok = NumberObject(
+          *v, "freq_sensitivity",
+          {{"prefill", &m.freq_sensitivity_prefill}, {"decode", &m.freq_sensitivity_decode}}, o);
       !ok) {
     return std::unexpected(ok.error());
   }
   const pb::Value* es = Field(*v, "entries");
-  if (!es || !es->has_list_value()) return MakeError(ErrorCode::kInvalidArgument, o + ": \"entries\" list missing");
+  if (!es || !es->has_list_value())
+    return MakeError(ErrorCode::kInvalidArgument, o + ": \"entries\" list missing");
   for (const pb::Value& x : es->list_value().values()) {
     CostEntry e;
     auto p = ParsePrecision(Str(x, "precision", ""));
@@ -256,7 +260,8 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
     e.decode_overhead_ms = Num(x, "decode_overhead_ms", 0);
     m.entries.push_back(e);
   }
-  if (auto ok = m.Validate(); !ok) return MakeError(ErrorCode::kInvalidArgument, o + ": " + ok.error().message);
+  if (auto ok = m.Validate(); !ok)
+    return MakeError(ErrorCode::kInvalidArgument, o + ": " + ok.error().message);
   return m;
 }
 
@@ -302,8 +307,9 @@ std::string CostModelToJson(const CostModel& m) {
     s += "    {\"precision\": \"" + std::string(runtime::PrecisionName(e.precision)) +
          "\", \"threads\": " + std::to_string(e.threads) + ", \"isa\": \"" + e.isa +
          "\", \"layer_drop\": " + std::to_string(e.layer_drop) +
-         ", \"prefill_tps\": " + Fmt(e.prefill_tps) + ", \"chunk_overhead_ms\": " +
-         Fmt(e.chunk_overhead_ms) + ", \"decode_tps\": " + Fmt(e.decode_tps) +
+         ", \"prefill_tps\": " + Fmt(e.prefill_tps) +
+         ", \"chunk_overhead_ms\": " + Fmt(e.chunk_overhead_ms) +
+         ", \"decode_tps\": " + Fmt(e.decode_tps) +
          ", \"decode_overhead_ms\": " + Fmt(e.decode_overhead_ms) + "}";
     s += i + 1 < m.entries.size() ? ",\n" : "\n";
   }
@@ -327,8 +333,8 @@ Result<CostModel> BuildCostModelFromBench(const std::vector<std::string>& texts,
     while (std::getline(in, line)) {
       const size_t b = line.find('{');
       if (b == std::string::npos) continue;
-      const std::string origin = "bench input " + std::to_string(t + 1) + " object " +
-                                 std::to_string(++n_obj);
+      const std::string origin =
+          "bench input " + std::to_string(t + 1) + " object " + std::to_string(++n_obj);
       auto v = ParseJson(std::string_view(line).substr(b), origin);
       if (!v) return std::unexpected(v.error());
       CostEntry e;
@@ -349,11 +355,17 @@ Result<CostModel> BuildCostModelFromBench(const std::vector<std::string>& texts,
           if (n > 0 && r > 0) pts.emplace_back(n, 1000.0 * n / r);
         }
       }
-      if (pts.empty()) return MakeError(ErrorCode::kInvalidArgument, origin + ": no prompt measurements");
+      if (pts.empty())
+        return MakeError(ErrorCode::kInvalidArgument, origin + ": no prompt measurements");
       double slope = pts[0].second / pts[0].first, icpt = 0;
       if (pts.size() >= 2) {
         double sx = 0, sy = 0, sxx = 0, sxy = 0;
-        for (auto [x, y] : pts) { sx += x; sy += y; sxx += x * x; sxy += x * y; }
+        for (auto [x, y] : pts) {
+          sx += x;
+          sy += y;
+          sxx += x * x;
+          sxy += x * y;
+        }
         const double n = static_cast<double>(pts.size());
         const double den = n * sxx - sx * sx;
         if (den > 0) {
@@ -362,21 +374,27 @@ Result<CostModel> BuildCostModelFromBench(const std::vector<std::string>& texts,
         }
         if (icpt < 0 || slope <= 0) {  // noisy: no overhead, mean rate
           double tot_n = 0, tot_ms = 0;
-          for (auto [x, y] : pts) { tot_n += x; tot_ms += y; }
+          for (auto [x, y] : pts) {
+            tot_n += x;
+            tot_ms += y;
+          }
           slope = tot_ms / tot_n;
           icpt = 0;
         }
       }
       e.prefill_tps = 1000.0 / slope;
       e.chunk_overhead_ms = icpt;
-      if (e.threads < 1) return MakeError(ErrorCode::kInvalidArgument, origin + ": threads missing");
-      if (e.decode_tps <= 0) return MakeError(ErrorCode::kInvalidArgument, origin + ": decode_tps missing");
+      if (e.threads < 1)
+        return MakeError(ErrorCode::kInvalidArgument, origin + ": threads missing");
+      if (e.decode_tps <= 0)
+        return MakeError(ErrorCode::kInvalidArgument, origin + ": decode_tps missing");
       m.entries.push_back(e);
       const std::string model = Str(*v, "model", "?");
       if (models.find(model) == std::string::npos) models += (models.empty() ? "" : ", ") + model;
     }
   }
-  if (m.entries.empty()) return MakeError(ErrorCode::kInvalidArgument, "no benchmark objects in the input");
+  if (m.entries.empty())
+    return MakeError(ErrorCode::kInvalidArgument, "no benchmark objects in the input");
   std::sort(m.entries.begin(), m.entries.end(), [](const CostEntry& a, const CostEntry& b) {
     return std::tuple(a.precision, a.threads) < std::tuple(b.precision, b.threads);
   });

@@ -94,7 +94,7 @@ std::string CostModelToJson(const CostModel& model);
 
 struct BenchCalibration {
   int layers = 24;
-  std::string isa = "avx2";          // tier the benchmark ran with
+  std::string isa = "avx2";  // tier the benchmark ran with
   double efficiency_core_speed = 0.5;
   double thread_scaling = 0.8;
 };

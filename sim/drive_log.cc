@@ -1,15 +1,15 @@
 // Binary drive logs: record framing, writer, reader with resynchronization.
 #include "sim/drive_log.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/util/delimited_message_util.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <istream>
 #include <ostream>
-
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <google/protobuf/util/delimited_message_util.h>
 
 #include "sim/crc32.h"
 
@@ -86,7 +86,8 @@ Result<DriveLogWriter> DriveLogWriter::Create(const std::filesystem::path& path,
                                               const dl::Header& header) {
   auto file = std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc);
   if (!*file) {
-    return MakeError(ErrorCode::kIo, "cannot create " + path.string() + ": " + std::strerror(errno));
+    return MakeError(ErrorCode::kIo,
+                     "cannot create " + path.string() + ": " + std::strerror(errno));
   }
   std::ostream* raw = file.get();
   auto writer = Create(raw, header);
@@ -215,10 +216,10 @@ Result<DriveLogReader> DriveLogReader::Open(std::istream* in, ReaderOptions opti
   Window& w = *r.window_;
   const size_t have = w.Ensure(kPreambleBytes);
   if (have < kPreambleBytes || std::memcmp(w.data(), kDriveLogMagic, sizeof(kDriveLogMagic)) != 0) {
-    return MakeError(ErrorCode::kFormat,
-                     r.origin_ + ": not a binary drive log (" +
-                         (have < kPreambleBytes ? "shorter than the 12-byte preamble"
-                                                : "bad magic") + ")");
+    return MakeError(
+        ErrorCode::kFormat,
+        r.origin_ + ": not a binary drive log (" +
+            (have < kPreambleBytes ? "shorter than the 12-byte preamble" : "bad magic") + ")");
   }
   const uint32_t version = GetU32(w.data() + sizeof(kDriveLogMagic));
   if (version != kDriveLogVersion) {
@@ -306,8 +307,8 @@ DriveLogReader::Status DriveLogReader::DecodeAt(size_t pos, Record* rec, std::st
     }
   }
   if (length > kMaxRecordBytes) {
-    *reason = "record length " + std::to_string(length) + " > limit " +
-              std::to_string(kMaxRecordBytes);
+    *reason =
+        "record length " + std::to_string(length) + " > limit " + std::to_string(kMaxRecordBytes);
     return Status::kBad;
   }
   const size_t total = 5 + varint_bytes + static_cast<size_t>(length) + 4;
@@ -356,9 +357,9 @@ Result<bool> DriveLogReader::NextRecord(Record* rec, bool* corrupt) {
       }
       const uint8_t* p = w.data();
       const uint8_t* end = p + have - (sizeof(kRecordMarker) - 1);
-      const uint8_t* hit = std::search(p, p + have, kRecordMarker,
-                                       kRecordMarker + sizeof(kRecordMarker),
-                                       [](uint8_t a, char b) { return a == static_cast<uint8_t>(b); });
+      const uint8_t* hit =
+          std::search(p, p + have, kRecordMarker, kRecordMarker + sizeof(kRecordMarker),
+                      [](uint8_t a, char b) { return a == static_cast<uint8_t>(b); });
       if (hit >= end) {  // none here: keep the last 3 bytes (a marker may straddle)
         w.Advance(have - (sizeof(kRecordMarker) - 1));
         continue;
@@ -402,11 +403,11 @@ Result<bool> DriveLogReader::Next(dl::Event* event) {
       continue;
     }
     if (options_.check_order && events_ > 0 && event->t_ms() < last_t_ms_) {
-      return MakeError(ErrorCode::kInvalidLog,
-                       origin_ + ": offset " + std::to_string(rec.offset) + ": event " +
-                           std::to_string(events_) + " (t_ms " + std::to_string(event->t_ms()) +
-                           ") is before the previous event (t_ms " + std::to_string(last_t_ms_) +
-                           ")");
+      return MakeError(ErrorCode::kInvalidLog, origin_ + ": offset " + std::to_string(rec.offset) +
+                                                   ": event " + std::to_string(events_) +
+                                                   " (t_ms " + std::to_string(event->t_ms()) +
+                                                   ") is before the previous event (t_ms " +
+                                                   std::to_string(last_t_ms_) + ")");
     }
     ++events_;
     last_t_ms_ = event->t_ms();

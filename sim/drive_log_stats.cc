@@ -16,11 +16,10 @@ std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
 
 std::string Duration(uint64_t ms) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%llu:%02llu:%02llu.%03llu",
-                static_cast<unsigned long long>(ms / 3600000),
-                static_cast<unsigned long long>(ms / 60000 % 60),
-                static_cast<unsigned long long>(ms / 1000 % 60),
-                static_cast<unsigned long long>(ms % 1000));
+  std::snprintf(
+      buf, sizeof(buf), "%llu:%02llu:%02llu.%03llu", static_cast<unsigned long long>(ms / 3600000),
+      static_cast<unsigned long long>(ms / 60000 % 60),
+      static_cast<unsigned long long>(ms / 1000 % 60), static_cast<unsigned long long>(ms % 1000));
   return buf;
 }
 
@@ -83,7 +82,9 @@ std::string DriveLogStats::ToText() const {
   auto line = [&](const std::string& key, const std::string& value) {
     out += key + std::string(key.size() < 22 ? 22 - key.size() : 1, ' ') + value + "\n";
   };
-  line("scenario", header_.scenario().empty() ? "(recorded)" : header_.scenario() + " (seed " + std::to_string(header_.seed()) + ")");
+  line("scenario", header_.scenario().empty()
+                       ? "(recorded)"
+                       : header_.scenario() + " (seed " + std::to_string(header_.seed()) + ")");
   line("vehicle / soc", header_.vehicle() + " / " + header_.soc());
   line("duration (header)", Duration(header_.duration_ms()));
   line("time span", events_ ? Duration(first_t_ms_) + " .. " + Duration(last_t_ms_) : "-");
@@ -94,7 +95,8 @@ std::string DriveLogStats::ToText() const {
     const double minutes = std::max(1.0, static_cast<double>(last_t_ms_ - first_t_ms_) / 60000.0);
     line("requests per minute", Fmt("%.2f", static_cast<double>(requests) / minutes));
     for (const char* u : {"CRITICAL", "HIGH", "NORMAL", "BACKGROUND"}) {
-      if (by_urgency_.contains(u)) line("  urgency " + std::string(u), std::to_string(by_urgency_.at(u)));
+      if (by_urgency_.contains(u))
+        line("  urgency " + std::string(u), std::to_string(by_urgency_.at(u)));
     }
     for (const auto& [k, n] : by_category_) line("  category " + k, std::to_string(n));
     for (const auto& [k, n] : by_client_) line("  client " + k, std::to_string(n));
@@ -106,11 +108,11 @@ std::string DriveLogStats::ToText() const {
   line("ambient temperature", RangeText(ambient_, "C"));
   line("memory available", RangeText(memory_mib_, "MiB"));
   line("speed", RangeText(speed_, "km/h"));
-  line("cpu frequency caps", std::to_string(cap_events_) + " events, " +
-                                 std::to_string(capped_events_) + " with a cap");
+  line("cpu frequency caps",
+       std::to_string(cap_events_) + " events, " + std::to_string(capped_events_) + " with a cap");
   if (corrupt_records_ > 0) {
-    line("CORRUPT records", std::to_string(corrupt_records_) + " (" + std::to_string(corrupt_bytes_) +
-                                " bytes skipped)");
+    line("CORRUPT records", std::to_string(corrupt_records_) + " (" +
+                                std::to_string(corrupt_bytes_) + " bytes skipped)");
   }
   return out;
 }

@@ -1,4 +1,7 @@
 // Drive logs as a whole: text format, validation, whole-file helpers.
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -8,9 +11,6 @@
 #include <string_view>
 #include <unordered_set>
 #include <utility>
-
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
 
 #include "runtime/core/utf8.h"
 #include "sim/drive_log.h"
@@ -49,7 +49,8 @@ class FirstError : public google::protobuf::io::ErrorCollector {
 
 Result<std::string> ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError(ErrorCode::kIo, "cannot open " + path.string() + ": " + std::strerror(errno));
+  if (!in)
+    return MakeError(ErrorCode::kIo, "cannot open " + path.string() + ": " + std::strerror(errno));
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (!ec && size > kMaxTextBytes) {
@@ -63,7 +64,9 @@ Result<std::string> ReadFile(const std::filesystem::path& path) {
 
 Result<void> WriteFile(const std::filesystem::path& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return MakeError(ErrorCode::kIo, "cannot create " + path.string() + ": " + std::strerror(errno));
+  if (!out)
+    return MakeError(ErrorCode::kIo,
+                     "cannot create " + path.string() + ": " + std::strerror(errno));
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (out.fail()) return MakeError(ErrorCode::kIo, "writing " + path.string() + " failed");
@@ -94,7 +97,8 @@ std::optional<std::string> CheckRequest(const dl::Request& r) {
     return "request: client must be 1.." + std::to_string(kMaxClientBytes) + " bytes (got " +
            std::to_string(r.client().size()) + ")";
   }
-  if (r.urgency() == ari::policy::URGENCY_UNSPECIFIED || !ari::policy::Urgency_IsValid(r.urgency())) {
+  if (r.urgency() == ari::policy::URGENCY_UNSPECIFIED ||
+      !ari::policy::Urgency_IsValid(r.urgency())) {
     return "request: urgency must be CRITICAL, HIGH, NORMAL or BACKGROUND";
   }
   if (r.prompt().empty() || r.prompt().size() > kMaxPromptBytes) {
@@ -146,7 +150,8 @@ std::optional<std::string> CheckEvent(const dl::Event& e, uint64_t previous_t_ms
       uint64_t seen = 0;
       for (const auto& c : e.cpu_frequency_cap().clusters()) {
         if (auto bad = NotUtf8("cpu_frequency_cap: name", c.name())) return bad;
-        if (c.cluster() >= 64) return "cpu_frequency_cap: cluster index " + std::to_string(c.cluster()) + " >= 64";
+        if (c.cluster() >= 64)
+          return "cpu_frequency_cap: cluster index " + std::to_string(c.cluster()) + " >= 64";
         if (seen & (1ull << c.cluster())) {
           return "cpu_frequency_cap: cluster " + std::to_string(c.cluster()) + " listed twice";
         }
@@ -156,7 +161,8 @@ std::optional<std::string> CheckEvent(const dl::Event& e, uint64_t previous_t_ms
     }
     case dl::Event::kVehicleState: {
       const auto& v = e.vehicle_state();
-      if (!InRange(v.speed_kmh(), 0, 500)) return "vehicle_state: speed_kmh " + Num(v.speed_kmh()) + " outside 0..500";
+      if (!InRange(v.speed_kmh(), 0, 500))
+        return "vehicle_state: speed_kmh " + Num(v.speed_kmh()) + " outside 0..500";
       if (!dl::Ignition_IsValid(v.ignition())) return "vehicle_state: unknown ignition value";
       if (!dl::Gear_IsValid(v.gear())) return "vehicle_state: unknown gear value";
       return std::nullopt;
@@ -168,13 +174,17 @@ std::optional<std::string> CheckEvent(const dl::Event& e, uint64_t previous_t_ms
 std::optional<LogViolation> FirstViolation(const dl::DriveLog& log) {
   const dl::Header& h = log.header();
   for (const auto& [name, value] :
-       {std::pair<const char*, const std::string*>{"vehicle", &h.vehicle()}, {"soc", &h.soc()},
-        {"model", &h.model()}, {"notes", &h.notes()}, {"scenario", &h.scenario()},
+       {std::pair<const char*, const std::string*>{"vehicle", &h.vehicle()},
+        {"soc", &h.soc()},
+        {"model", &h.model()},
+        {"notes", &h.notes()},
+        {"scenario", &h.scenario()},
         {"generator", &h.generator()}}) {
     if (auto bad = NotUtf8(std::string("header: ") + name, *value)) return LogViolation{-1, *bad};
   }
   if (!InRange(h.ambient_celsius(), -70, 100)) {
-    return LogViolation{-1, "header: ambient_celsius " + Num(h.ambient_celsius()) + " outside -70..100"};
+    return LogViolation{
+        -1, "header: ambient_celsius " + Num(h.ambient_celsius()) + " outside -70..100"};
   }
   std::unordered_set<uint64_t> ids;
   uint64_t previous = 0;
@@ -182,7 +192,8 @@ std::optional<LogViolation> FirstViolation(const dl::DriveLog& log) {
     const dl::Event& e = log.event(i);
     std::optional<std::string> problem = CheckEvent(e, previous);
     if (!problem && h.duration_ms() > 0 && e.t_ms() > h.duration_ms()) {
-      problem = "after the end of the log (header duration_ms " + std::to_string(h.duration_ms()) + ")";
+      problem =
+          "after the end of the log (header duration_ms " + std::to_string(h.duration_ms()) + ")";
     }
     if (!problem && e.has_request() && !ids.insert(e.request().request_id()).second) {
       problem = "request: request_id " + std::to_string(e.request().request_id()) + " used twice";
@@ -207,7 +218,8 @@ std::string DescribeViolation(const dl::DriveLog& log, const LogViolation& v) {
 }  // namespace
 
 Result<void> ValidateDriveLog(const dl::DriveLog& log) {
-  if (auto v = FirstViolation(log)) return MakeError(ErrorCode::kInvalidLog, DescribeViolation(log, *v));
+  if (auto v = FirstViolation(log))
+    return MakeError(ErrorCode::kInvalidLog, DescribeViolation(log, *v));
   return {};
 }
 
@@ -221,7 +233,9 @@ Result<dl::DriveLog> ParseDriveLogText(std::string_view text, std::string_view o
   TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   parser.WriteLocationsTo(&tree);
-  if (text.size() > kMaxTextBytes) return MakeError(ErrorCode::kInvalidArgument, std::string(origin) + ": text log larger than 1 GiB");
+  if (text.size() > kMaxTextBytes)
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(origin) + ": text log larger than 1 GiB");
   google::protobuf::io::ArrayInputStream input(text.data(), static_cast<int>(text.size()));
   if (!parser.Parse(&input, &log)) return MakeError(ErrorCode::kParse, errors.text());
   if (validate) {
@@ -231,7 +245,8 @@ Result<dl::DriveLog> ParseDriveLogText(std::string_view text, std::string_view o
                            ? tree.GetLocation(desc->FindFieldByName("header"), -1)
                            : tree.GetLocation(desc->FindFieldByName("event"), v->event_index);
       std::string where(origin);
-      if (loc.line >= 0) where += ":" + std::to_string(loc.line + 1) + ":" + std::to_string(loc.column + 1);
+      if (loc.line >= 0)
+        where += ":" + std::to_string(loc.line + 1) + ":" + std::to_string(loc.column + 1);
       return MakeError(ErrorCode::kInvalidLog, where + ": " + DescribeViolation(log, *v));
     }
   }
@@ -326,7 +341,9 @@ Result<dl::DriveLog> LoadDriveLog(const std::filesystem::path& path,
   char magic[sizeof(kDriveLogMagic)] = {};
   {
     std::ifstream in(path, std::ios::binary);
-    if (!in) return MakeError(ErrorCode::kIo, "cannot open " + path.string() + ": " + std::strerror(errno));
+    if (!in)
+      return MakeError(ErrorCode::kIo,
+                       "cannot open " + path.string() + ": " + std::strerror(errno));
     in.read(magic, sizeof(magic));
   }
   if (std::memcmp(magic, kDriveLogMagic, sizeof(magic)) != 0) return ReadDriveLogText(path, true);

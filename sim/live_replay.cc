@@ -120,9 +120,9 @@ class LiveRun {
 
  private:
   SteadyTime WallAt(uint64_t t_ms) const {
-    return start_ + std::chrono::duration_cast<steady_clock::duration>(
-                        std::chrono::duration<double>(static_cast<double>(t_ms) * 1e-3 /
-                                                      o_.time_scale));
+    return start_ +
+           std::chrono::duration_cast<steady_clock::duration>(
+               std::chrono::duration<double>(static_cast<double>(t_ms) * 1e-3 / o_.time_scale));
   }
   double LogS(SteadyTime t) const { return Secs(t - start_) * o_.time_scale; }
   static std::unexpected<Error> Fail(const std::string& what, const component::Error& e) {
@@ -190,7 +190,8 @@ Result<void> LiveRun::Connect() {
     clients_["ari-sim"] = std::move(*c);
   }
   for (auto& [id, c] : clients_) {
-    if (auto s = c->WaitForNode(o_.node_timeout); !s) return Fail("waiting for ari-node", s.error());
+    if (auto s = c->WaitForNode(o_.node_timeout); !s)
+      return Fail("waiting for ari-node", s.error());
   }
   status_client_ = clients_.begin()->second.get();
   return {};
@@ -346,7 +347,8 @@ bool LiveRun::ApplyEnvironment(const dl::Event& e, SteadyTime now) {
   } else if (e.has_cpu_frequency_cap()) {
     std::fill(std::begin(env_.caps), std::end(env_.caps), 0u);
     for (const auto& c : e.cpu_frequency_cap().clusters()) {
-      if (c.cluster() < static_cast<uint32_t>(ari_kMaxFreqClusters)) env_.caps[c.cluster()] = c.max_khz();
+      if (c.cluster() < static_cast<uint32_t>(ari_kMaxFreqClusters))
+        env_.caps[c.cluster()] = c.max_khz();
     }
     PublishEnv(now);
   } else {

@@ -34,16 +34,16 @@
 namespace ari::sim {
 
 struct LiveReplayOptions {
-  component::dds::DomainOptions domain;   // loopback config + domain id of the node
-  const qos::Policy* policy = nullptr;    // required: the node's policy (class default
-                                          //   deadlines, band names and thresholds)
-  double time_scale = 1.0;                // > 0: the log runs this many times faster
-  bool send_environment = true;           // publish ari/v1/sim_environment
-  std::string source_id = "ari-sim";      // SimEnvironment key
-  int64_t env_period_ms = 250;            // republish period of the environment (wall)
-  int64_t sample_period_ms = 1000;        // timeline sample period (log time)
-  std::chrono::milliseconds node_timeout{20000};   // node must answer this soon
-  std::chrono::milliseconds drain_timeout{120000}; // after the log's end (wall)
+  component::dds::DomainOptions domain;              // loopback config + domain id of the node
+  const qos::Policy* policy = nullptr;               // required: the node's policy (class default
+                                                     //   deadlines, band names and thresholds)
+  double time_scale = 1.0;                           // > 0: the log runs this many times faster
+  bool send_environment = true;                      // publish ari/v1/sim_environment
+  std::string source_id = "ari-sim";                 // SimEnvironment key
+  int64_t env_period_ms = 250;                       // republish period of the environment (wall)
+  int64_t sample_period_ms = 1000;                   // timeline sample period (log time)
+  std::chrono::milliseconds node_timeout{20000};     // node must answer this soon
+  std::chrono::milliseconds drain_timeout{120000};   // after the log's end (wall)
   std::function<void(const std::string&)> progress;  // optional progress lines
   // Fills RequestReport::prompt_tokens (null: 0 = unknown), e.g. the model's tokenizer.
   std::function<int(const std::string& prompt)> prompt_tokens;

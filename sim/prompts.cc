@@ -1,12 +1,12 @@
 #include "sim/prompts.h"
 
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
 
 namespace ari::sim {
 namespace internal {
@@ -51,9 +51,12 @@ Result<dl::PromptSet> ParsePromptSet(std::string_view text, std::string_view ori
   for (int i = 0; i < set.prompt_size(); ++i) {
     const dl::Prompt& p = set.prompt(i);
     const char* problem = nullptr;
-    if (p.category() == dl::PROMPT_CATEGORY_UNSPECIFIED) problem = "prompt without category";
-    else if (p.text().empty()) problem = "empty prompt text";
-    else if (p.text().size() > 2047) problem = "prompt text longer than 2047 bytes";
+    if (p.category() == dl::PROMPT_CATEGORY_UNSPECIFIED)
+      problem = "prompt without category";
+    else if (p.text().empty())
+      problem = "empty prompt text";
+    else if (p.text().size() > 2047)
+      problem = "prompt text longer than 2047 bytes";
     if (problem) {
       const auto loc = tree.GetLocation(field, i);
       return MakeError(ErrorCode::kInvalidLog, std::string(origin) + ":" +
@@ -69,7 +72,8 @@ Result<dl::PromptSet> ParsePromptSet(std::string_view text, std::string_view ori
 
 Result<dl::PromptSet> LoadPromptSet(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError(ErrorCode::kIo, "cannot open " + path.string() + ": " + std::strerror(errno));
+  if (!in)
+    return MakeError(ErrorCode::kIo, "cannot open " + path.string() + ": " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ParsePromptSet(ss.str(), path.string());

@@ -49,7 +49,7 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
 
   uint64_t efficiency_mask() const { return eff_mask_; }
   std::unordered_map<uint64_t, size_t> index;  // request id -> report_.requests index
-  std::vector<int64_t> submit_ns, arrival_ns;   // by index
+  std::vector<int64_t> submit_ns, arrival_ns;  // by index
 
   // --- ChunkObserver: the RC load follows the chunks.
   void OnChunkBegin(const runtime::ChunkKnobs& k, runtime::ChunkPhase phase, int tokens,
@@ -58,7 +58,7 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
     load.busy_fraction = 1.0;
     load.active_cores = std::max(1, k.threads);
     load.precision = k.precision == runtime::Precision::kW4A8 ? thermal::PowerPrecision::kW4A8
-                                                               : thermal::PowerPrecision::kW8A16;
+                                                              : thermal::PowerPrecision::kW8A16;
     load.core_class = eff ? thermal::CoreClass::kEfficiency : thermal::CoreClass::kPerformance;
     AccountPower();
     rc_.SetLoad(load);
@@ -282,9 +282,9 @@ ReplayReport StartReport(const dl::DriveLog& log, const ReplayOptions& o) {
 thermal::RcParams RcParamsFor(const dl::DriveLog& log, const ReplayOptions& o) {
   thermal::RcParams rc = o.rc;
   rc.ambient_celsius = log.header().ambient_celsius();
-  rc.idle_power_w = o.base_power_w >= 0 ? o.base_power_w
+  rc.idle_power_w = o.base_power_w >= 0                ? o.base_power_w
                     : !log.header().scenario().empty() ? ScenarioBasePowerW(log.header().scenario())
-                                                     : o.rc.idle_power_w;
+                                                       : o.rc.idle_power_w;
   rc.initial_celsius = rc.ambient_celsius;
   for (const auto& e : log.event()) {
     if (e.has_soc_temperature()) {
@@ -361,7 +361,8 @@ Result<void> ModelReplay::CreateScheduler() {
     return m;
   };
   auto sched = qos::Scheduler::Create(so);
-  if (!sched) return MakeError(ErrorCode::kInvalidArgument, "replay: scheduler: " + sched.error().message);
+  if (!sched)
+    return MakeError(ErrorCode::kInvalidArgument, "replay: scheduler: " + sched.error().message);
   sched_ = std::move(*sched);
   rec_.last_decision_ = &sched_->last_decision();
   return {};
@@ -418,7 +419,8 @@ void ModelReplay::SubmitRequest(const dl::Event& e, int64_t now) {
   r.client = q.client();
   r.category = dl::PromptCategory_Name(q.category());
   r.arrival_s = NsToS(MsToNs(e.t_ms()));
-  r.prompt_tokens = o_.prompt_tokens ? std::max(1, o_.prompt_tokens(q.prompt())) : PromptTokens(q.prompt());
+  r.prompt_tokens =
+      o_.prompt_tokens ? std::max(1, o_.prompt_tokens(q.prompt())) : PromptTokens(q.prompt());
   r.max_tokens = static_cast<int>(q.max_tokens());
   const uint32_t dms = q.deadline_ms() ? q.deadline_ms() : o_.policy->Class(u).default_deadline_ms;
   r.deadline_s = dms * 1e-3;
@@ -453,14 +455,14 @@ int64_t ModelReplay::Finish() {
 }
 
 // Summary and per class.
-void Summarize(int64_t end_ns, std::chrono::steady_clock::time_point wall0,
-               ReplayReport& report) {
+void Summarize(int64_t end_ns, std::chrono::steady_clock::time_point wall0, ReplayReport& report) {
   ReplaySummary& sum = report.summary;
   sum.duration_s = NsToS(end_ns);
   const double toks = static_cast<double>(sum.precision_tokens[0] + sum.precision_tokens[1]);
   if (toks > 0) {
     double dropped = 0;
-    for (size_t d = 0; d < sum.drop_tokens.size(); ++d) dropped += static_cast<double>(d) * static_cast<double>(sum.drop_tokens[d]);
+    for (size_t d = 0; d < sum.drop_tokens.size(); ++d)
+      dropped += static_cast<double>(d) * static_cast<double>(sum.drop_tokens[d]);
     sum.quality_loss = static_cast<double>(sum.precision_tokens[1]) / toks + 0.1 * dropped / toks;
   }
   report.classes = SummarizeClasses(report.requests);
@@ -480,7 +482,8 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
   }
   ReplayReport report = StartReport(log, o);
   auto model = thermal::RcModel::Create(RcParamsFor(log, o));
-  if (!model) return MakeError(ErrorCode::kInvalidArgument, "replay: RC model: " + model.error().message);
+  if (!model)
+    return MakeError(ErrorCode::kInvalidArgument, "replay: RC model: " + model.error().message);
   ModelReplay run(log, o, *model, report);
   if (auto r = run.CreateScheduler(); !r) return std::unexpected(r.error());
   run.Play();

@@ -43,28 +43,28 @@ namespace ari::sim {
 
 // Model mode: one simulated chunk (ReplayOptions::on_chunk).
 struct ChunkTrace {
-  double t_s = 0;                 // start, virtual seconds
+  double t_s = 0;  // start, virtual seconds
   runtime::ChunkKnobs knobs;
   runtime::ChunkPhase phase = runtime::ChunkPhase::kPrefill;
   int tokens = 0;
-  double seconds = 0;             // modeled duration (cap factor included)
-  bool efficiency = false;        // ran on the efficiency class
-  uint32_t cap_khz = 0;           // cap of that class at the start (0 none)
+  double seconds = 0;       // modeled duration (cap factor included)
+  bool efficiency = false;  // ran on the efficiency class
+  uint32_t cap_khz = 0;     // cap of that class at the start (0 none)
 };
 
 struct ReplayOptions {
-  const qos::Policy* policy = nullptr;   // required
-  const CostModel* cost = nullptr;       // required
-  thermal::RcParams rc;                  // ambient/initial taken from the log
-  double base_power_w = -1;              // < 0: the generator's for the log's scenario
-                                         //   (ScenarioBasePowerW), else rc.idle_power_w
+  const qos::Policy* policy = nullptr;  // required
+  const CostModel* cost = nullptr;      // required
+  thermal::RcParams rc;                 // ambient/initial taken from the log
+  double base_power_w = -1;             // < 0: the generator's for the log's scenario
+                                        //   (ScenarioBasePowerW), else rc.idle_power_w
   int32_t slots = 2;
-  int performance_cpus = 2;              // simulated SoC: CPUs 0.. are performance,
-  int efficiency_cpus = 2;               //   the next ones efficiency
+  int performance_cpus = 2;  // simulated SoC: CPUs 0.. are performance,
+  int efficiency_cpus = 2;   //   the next ones efficiency
   int64_t sample_period_ms = 1000;
   int32_t max_prefill_chunk = 128;
-  bool record_decisions = true;          // the decision timeline (off in the tuner)
-  bool record_samples = true;            // the temperature timeline (off in the tuner)
+  bool record_decisions = true;  // the decision timeline (off in the tuner)
+  bool record_samples = true;    // the temperature timeline (off in the tuner)
   // Called for every chunk as it starts (tests, tracing); may be null.
   std::function<void(const ChunkTrace&)> on_chunk;
   // Prompt length in tokens; null: ceil(bytes / 4) + 8 (ari-sim --tokenizer MODEL.gguf
@@ -79,20 +79,20 @@ struct DecisionRecord {  // one entry in a request's history or the global timel
   int band = 0;
   int memory_band = -1;
   bool conservative = false;
-  std::string knobs;   // qos::KnobsToString
+  std::string knobs;  // qos::KnobsToString
   std::string reason;
 };
 
 // Live mode only: one TokenChunk as the simulator received it (times are real seconds
 // since the request was published; the node's own figures from the chunk's Timing).
 struct ChunkRecord {
-  double t_s = 0;              // reception, seconds after publication
+  double t_s = 0;  // reception, seconds after publication
   uint32_t seq = 0;
-  int tokens = 0;              // token ids in this chunk
+  int tokens = 0;  // token ids in this chunk
   bool terminal = false;
-  std::string status;          // wire status (OK for non-terminal chunks)
-  std::string decision;        // governor decision in force (TokenChunk.decision)
-  int band = -1;               // thermal band the node reported at reception (-1 unknown)
+  std::string status;    // wire status (OK for non-terminal chunks)
+  std::string decision;  // governor decision in force (TokenChunk.decision)
+  int band = -1;         // thermal band the node reported at reception (-1 unknown)
   double node_queue_wait_s = 0, node_ttft_s = 0, node_tokens_per_s = 0;
   int node_tokens_generated = 0;
 };
@@ -102,13 +102,13 @@ struct RequestReport {
   std::string urgency, client, category;
   double arrival_s = 0;
   int prompt_tokens = 0, max_tokens = 0, tokens = 0, chunks = 0;
-  double deadline_s = 0;        // relative to arrival (class default applied); 0 = none
-  std::string status;           // qos::TerminalStatusName, or "BUSY"/"INVALID" at submit
+  double deadline_s = 0;  // relative to arrival (class default applied); 0 = none
+  std::string status;     // qos::TerminalStatusName, or "BUSY"/"INVALID" at submit
   std::string message;
-  double queue_wait_s = -1;     // arrival -> first chunk (-1 never ran)
-  double ttft_s = -1;           // arrival -> first token (-1 none)
-  double completion_s = -1;     // arrival -> terminal
-  bool deadline_missed = false; // not DONE in time (rejected / stopped / late)
+  double queue_wait_s = -1;               // arrival -> first chunk (-1 never ran)
+  double ttft_s = -1;                     // arrival -> first token (-1 none)
+  double completion_s = -1;               // arrival -> terminal
+  bool deadline_missed = false;           // not DONE in time (rejected / stopped / late)
   std::vector<DecisionRecord> decisions;  // knob changes while its chunks ran
   std::vector<ChunkRecord> chunk_log;     // live mode: every chunk received
 };
@@ -133,32 +133,32 @@ struct ReplaySummary {
   double duration_s = 0;
   double busy_s = 0;
   double peak_die_c = 0, peak_t_s = 0;
-  double energy_j = 0;                       // integral of the RC model's power
-  std::vector<double> band_time_s;           // per thermal band (virtual time)
-  std::array<double, 2> precision_busy_s{};  // W8A16, W4A8 compute time
-  std::array<int64_t, 2> precision_tokens{}; // tokens (prefill + decode) per precision
-  std::vector<double> drop_busy_s;           // index = layers dropped
+  double energy_j = 0;                        // integral of the RC model's power
+  std::vector<double> band_time_s;            // per thermal band (virtual time)
+  std::array<double, 2> precision_busy_s{};   // W8A16, W4A8 compute time
+  std::array<int64_t, 2> precision_tokens{};  // tokens (prefill + decode) per precision
+  std::vector<double> drop_busy_s;            // index = layers dropped
   std::vector<int64_t> drop_tokens;
-  double memory_band_time_s = 0;             // time with any memory band active
+  double memory_band_time_s = 0;  // time with any memory band active
   // CPU frequency caps, [0] performance class, [1] efficiency: virtual time a non-zero
   // cap was in force, and compute time of chunks the cap slowed (factor > 1).
   std::array<double, 2> cap_time_s{};
   std::array<double, 2> capped_busy_s{};
   double quality_loss = 0;  // share of tokens at W4A8 + 0.1 x mean dropped layers per token
   int64_t chunks = 0;
-  double wall_s = 0;        // real time the replay took (not deterministic; not in JSON by default)
+  double wall_s = 0;  // real time the replay took (not deterministic; not in JSON by default)
 };
 
 struct ReplayReport {
-  std::string mode = "model";           // "model" or "live"
-  double time_scale = 1;                // live: log time ran this many times faster
+  std::string mode = "model";  // "model" or "live"
+  double time_scale = 1;       // live: log time ran this many times faster
   std::string log_name, scenario, policy_name, cost_source;
   std::vector<std::string> band_names;
-  std::vector<double> band_enter_c;      // -inf for the base band
-  std::vector<RequestReport> requests;   // in log order
-  std::vector<ClassReport> classes;      // CRITICAL..BACKGROUND
+  std::vector<double> band_enter_c;     // -inf for the base band
+  std::vector<RequestReport> requests;  // in log order
+  std::vector<ClassReport> classes;     // CRITICAL..BACKGROUND
   std::vector<Sample> samples;
-  std::vector<DecisionRecord> decisions; // global timeline (OnDecision)
+  std::vector<DecisionRecord> decisions;  // global timeline (OnDecision)
   ReplaySummary summary;
 
   const ClassReport& Class(qos::Urgency u) const { return classes[qos::Rank(u)]; }

@@ -45,18 +45,33 @@ std::string PercentilesJson(const Percentiles& p) {
 
 std::string DecisionJson(const DecisionRecord& d) {
   std::string s;
-  Obj(&s).N("t_s", d.t_s).S("class", d.urgency).B("idle", d.idle).I("band", d.band)
-      .I("memory_band", d.memory_band).B("conservative", d.conservative).S("knobs", d.knobs)
-      .S("reason", d.reason).Close();
+  Obj(&s)
+      .N("t_s", d.t_s)
+      .S("class", d.urgency)
+      .B("idle", d.idle)
+      .I("band", d.band)
+      .I("memory_band", d.memory_band)
+      .B("conservative", d.conservative)
+      .S("knobs", d.knobs)
+      .S("reason", d.reason)
+      .Close();
   return s;
 }
 
 std::string ChunkJson(const ChunkRecord& c) {
   std::string s;
-  Obj(&s).N("t_s", c.t_s).I("seq", c.seq).I("tokens", c.tokens).B("terminal", c.terminal)
-      .S("status", c.status).S("decision", c.decision).I("band", c.band)
-      .N("node_queue_wait_s", c.node_queue_wait_s).N("node_ttft_s", c.node_ttft_s)
-      .N("node_tokens_per_s", c.node_tokens_per_s).I("node_tokens_generated", c.node_tokens_generated)
+  Obj(&s)
+      .N("t_s", c.t_s)
+      .I("seq", c.seq)
+      .I("tokens", c.tokens)
+      .B("terminal", c.terminal)
+      .S("status", c.status)
+      .S("decision", c.decision)
+      .I("band", c.band)
+      .N("node_queue_wait_s", c.node_queue_wait_s)
+      .N("node_ttft_s", c.node_ttft_s)
+      .N("node_tokens_per_s", c.node_tokens_per_s)
+      .I("node_tokens_generated", c.node_tokens_generated)
       .Close();
   return s;
 }
@@ -83,9 +98,7 @@ std::string JsonString(std::string_view in) {
       case '\n': s += "\\n"; break;
       case '\t': s += "\\t"; break;
       case '\r': s += "\\r"; break;
-      case '/':
-        s += (i > 0 && in[i - 1] == '<') ? "\\/" : "/";
-        break;
+      case '/': s += (i > 0 && in[i - 1] == '<') ? "\\/" : "/"; break;
       default:
         if (c < 0x20) {
           char b[8];
@@ -104,9 +117,14 @@ std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
   std::string sum;
   {
     Obj o(&sum);
-    o.N("duration_s", m.duration_s).N("busy_s", m.busy_s).N("peak_die_c", m.peak_die_c)
-        .N("peak_t_s", m.peak_t_s).N("energy_j", m.energy_j).I("chunks", m.chunks)
-        .N("quality_loss", m.quality_loss).N("memory_band_time_s", m.memory_band_time_s);
+    o.N("duration_s", m.duration_s)
+        .N("busy_s", m.busy_s)
+        .N("peak_die_c", m.peak_die_c)
+        .N("peak_t_s", m.peak_t_s)
+        .N("energy_j", m.energy_j)
+        .I("chunks", m.chunks)
+        .N("quality_loss", m.quality_loss)
+        .N("memory_band_time_s", m.memory_band_time_s);
     std::string bands = "{";
     for (size_t i = 0; i < m.band_time_s.size(); ++i) {
       if (i) bands += ',';
@@ -114,15 +132,15 @@ std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
                Num(m.band_time_s[i]);
     }
     o.Raw("band_time_s", bands + "}");
-    o.Raw("precision_busy_s", "{\"W8A16\":" + Num(m.precision_busy_s[0]) + ",\"W4A8\":" +
-                                  Num(m.precision_busy_s[1]) + "}");
+    o.Raw("precision_busy_s", "{\"W8A16\":" + Num(m.precision_busy_s[0]) +
+                                  ",\"W4A8\":" + Num(m.precision_busy_s[1]) + "}");
     o.Raw("precision_tokens", "{\"W8A16\":" + std::to_string(m.precision_tokens[0]) +
                                   ",\"W4A8\":" + std::to_string(m.precision_tokens[1]) + "}");
     o.Raw("drop_busy_s", List(m.drop_busy_s, Num));
     o.Raw("drop_tokens", List(m.drop_tokens, [](int64_t x) { return std::to_string(x); }));
     if (m.cap_time_s[0] > 0 || m.cap_time_s[1] > 0) {  // only logs with caps in force
-      o.Raw("cap_time_s", "{\"performance\":" + Num(m.cap_time_s[0]) + ",\"efficiency\":" +
-                              Num(m.cap_time_s[1]) + "}");
+      o.Raw("cap_time_s", "{\"performance\":" + Num(m.cap_time_s[0]) +
+                              ",\"efficiency\":" + Num(m.cap_time_s[1]) + "}");
       o.Raw("capped_busy_s", "{\"performance\":" + Num(m.capped_busy_s[0]) +
                                  ",\"efficiency\":" + Num(m.capped_busy_s[1]) + "}");
     }
@@ -134,36 +152,55 @@ std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
   o.S("format", "ari-sim-report-1").S("mode", r.mode);
   if (r.mode != "model") o.N("time_scale", r.time_scale);
   o.S("log", r.log_name)
-      .S("scenario", r.scenario).S("policy", r.policy_name).S("cost_model", r.cost_source)
+      .S("scenario", r.scenario)
+      .S("policy", r.policy_name)
+      .S("cost_model", r.cost_source)
       .Raw("bands", List(r.band_names, [](const std::string& b) { return JsonString(b); }))
       .Raw("summary", sum);
   o.Raw("classes", List(r.classes, [](const ClassReport& c) {
-    std::string x;
-    Obj(&x).S("class", c.urgency).I("requests", c.requests).I("done", c.done)
-        .I("deadline_misses", c.deadline_misses).I("rejected", c.rejected)
-        .Raw("ttft_s", PercentilesJson(c.ttft_s)).Raw("completion_s", PercentilesJson(c.completion_s))
-        .Raw("queue_wait_s", PercentilesJson(c.queue_wait_s)).Close();
-    return x;
-  }));
+          std::string x;
+          Obj(&x)
+              .S("class", c.urgency)
+              .I("requests", c.requests)
+              .I("done", c.done)
+              .I("deadline_misses", c.deadline_misses)
+              .I("rejected", c.rejected)
+              .Raw("ttft_s", PercentilesJson(c.ttft_s))
+              .Raw("completion_s", PercentilesJson(c.completion_s))
+              .Raw("queue_wait_s", PercentilesJson(c.queue_wait_s))
+              .Close();
+          return x;
+        }));
   o.Raw("requests", List(r.requests, [](const RequestReport& q) {
-    std::string x;
-    Obj qo(&x);
-    qo.I("id", static_cast<int64_t>(q.id)).S("class", q.urgency).S("client", q.client)
-        .S("category", q.category).N("arrival_s", q.arrival_s).I("prompt_tokens", q.prompt_tokens)
-        .I("max_tokens", q.max_tokens).I("tokens", q.tokens).I("chunks", q.chunks)
-        .N("deadline_s", q.deadline_s).S("status", q.status).S("message", q.message)
-        .N("queue_wait_s", q.queue_wait_s).N("ttft_s", q.ttft_s).N("completion_s", q.completion_s)
-        .B("deadline_missed", q.deadline_missed).Raw("decisions", List(q.decisions, DecisionJson));
-    if (!q.chunk_log.empty()) qo.Raw("chunk_log", List(q.chunk_log, ChunkJson));  // live only
-    qo.Close();
-    return x;
-  }));
+          std::string x;
+          Obj qo(&x);
+          qo.I("id", static_cast<int64_t>(q.id))
+              .S("class", q.urgency)
+              .S("client", q.client)
+              .S("category", q.category)
+              .N("arrival_s", q.arrival_s)
+              .I("prompt_tokens", q.prompt_tokens)
+              .I("max_tokens", q.max_tokens)
+              .I("tokens", q.tokens)
+              .I("chunks", q.chunks)
+              .N("deadline_s", q.deadline_s)
+              .S("status", q.status)
+              .S("message", q.message)
+              .N("queue_wait_s", q.queue_wait_s)
+              .N("ttft_s", q.ttft_s)
+              .N("completion_s", q.completion_s)
+              .B("deadline_missed", q.deadline_missed)
+              .Raw("decisions", List(q.decisions, DecisionJson));
+          if (!q.chunk_log.empty()) qo.Raw("chunk_log", List(q.chunk_log, ChunkJson));  // live only
+          qo.Close();
+          return x;
+        }));
   o.Raw("samples", List(r.samples, [](const Sample& p) {
-    char b[160];
-    std::snprintf(b, sizeof(b), "[%.6g,%.6g,%.6g,%.6g,%.6g,%d]", p.t_s, p.die_c, p.ambient_c,
-                  p.power_w, p.busy, p.band);
-    return std::string(b);
-  }));
+          char b[160];
+          std::snprintf(b, sizeof(b), "[%.6g,%.6g,%.6g,%.6g,%.6g,%d]", p.t_s, p.die_c, p.ambient_c,
+                        p.power_w, p.busy, p.band);
+          return std::string(b);
+        }));
   o.Raw("sample_fields", "[\"t_s\",\"die_c\",\"ambient_c\",\"power_w\",\"busy\",\"band\"]");
   o.Raw("decisions", List(r.decisions, DecisionJson));
   o.Close();
@@ -174,26 +211,29 @@ std::string ReportToText(const ReplayReport& r) {
   std::string s;
   char b[256];
   const ReplaySummary& m = r.summary;
-  std::snprintf(b, sizeof(b), "replay %s (%s), policy %s: %.0f s virtual, %lld chunks, busy %.1f %%\n",
-                r.log_name.c_str(), r.scenario.c_str(), r.policy_name.c_str(), m.duration_s,
-                static_cast<long long>(m.chunks), m.duration_s > 0 ? 100 * m.busy_s / m.duration_s : 0);
+  std::snprintf(
+      b, sizeof(b), "replay %s (%s), policy %s: %.0f s virtual, %lld chunks, busy %.1f %%\n",
+      r.log_name.c_str(), r.scenario.c_str(), r.policy_name.c_str(), m.duration_s,
+      static_cast<long long>(m.chunks), m.duration_s > 0 ? 100 * m.busy_s / m.duration_s : 0);
   s += b;
-  s += "class        reqs  done  miss  rej   TTFT p50/p95/p99 (s)      completion p50/p95/p99 (s)\n";
+  s +=
+      "class        reqs  done  miss  rej   TTFT p50/p95/p99 (s)      completion p50/p95/p99 (s)\n";
   for (const ClassReport& c : r.classes) {
-    std::snprintf(b, sizeof(b), "%-11s %5d %5d %5d %4d   %6.2f %6.2f %6.2f      %7.2f %7.2f %7.2f\n",
-                  c.urgency.c_str(), c.requests, c.done, c.deadline_misses, c.rejected, c.ttft_s.p50,
-                  c.ttft_s.p95, c.ttft_s.p99, c.completion_s.p50, c.completion_s.p95,
-                  c.completion_s.p99);
+    std::snprintf(
+        b, sizeof(b), "%-11s %5d %5d %5d %4d   %6.2f %6.2f %6.2f      %7.2f %7.2f %7.2f\n",
+        c.urgency.c_str(), c.requests, c.done, c.deadline_misses, c.rejected, c.ttft_s.p50,
+        c.ttft_s.p95, c.ttft_s.p99, c.completion_s.p50, c.completion_s.p95, c.completion_s.p99);
     s += b;
   }
-  std::snprintf(b, sizeof(b), "peak die %.2f C at %.0f s, energy %.0f J (mean %.2f W), quality loss %.3f\n",
-                m.peak_die_c, m.peak_t_s, m.energy_j, m.duration_s > 0 ? m.energy_j / m.duration_s : 0,
-                m.quality_loss);
+  std::snprintf(b, sizeof(b),
+                "peak die %.2f C at %.0f s, energy %.0f J (mean %.2f W), quality loss %.3f\n",
+                m.peak_die_c, m.peak_t_s, m.energy_j,
+                m.duration_s > 0 ? m.energy_j / m.duration_s : 0, m.quality_loss);
   s += b;
   s += "time per band:";
   for (size_t i = 0; i < m.band_time_s.size(); ++i) {
-    std::snprintf(b, sizeof(b), " %s %.0f s", i < r.band_names.size() ? r.band_names[i].c_str() : "?",
-                  m.band_time_s[i]);
+    std::snprintf(b, sizeof(b), " %s %.0f s",
+                  i < r.band_names.size() ? r.band_names[i].c_str() : "?", m.band_time_s[i]);
     s += b;
   }
   std::snprintf(b, sizeof(b), "\ncompute per precision: W8A16 %.1f s, W4A8 %.1f s; per drop level:",

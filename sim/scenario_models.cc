@@ -65,7 +65,7 @@ void GenerateVehicle(const DriveSpec& spec, uint64_t duration_ms, Prng& rng,
     if (t_ms % 5000 != 0) continue;
     dl::Ignition ignition = dl::IGNITION_ON;
     if (spec.cold_ignition) {
-      ignition = t < 2 ? dl::IGNITION_OFF
+      ignition = t < 2   ? dl::IGNITION_OFF
                  : t < 5 ? dl::IGNITION_ACCESSORY
                  : t < 6 ? dl::IGNITION_CRANKING
                          : dl::IGNITION_ON;
@@ -80,9 +80,9 @@ void GenerateVehicle(const DriveSpec& spec, uint64_t duration_ms, Prng& rng,
     out->push_back(std::move(e));
     // The cold-start ignition steps fall between 5 s samples: add them.
     if (spec.cold_ignition && t_ms == 0) {
-      for (auto [ms, ign] : {std::pair{2000ull, dl::IGNITION_ACCESSORY},
-                             std::pair{5000ull, dl::IGNITION_CRANKING},
-                             std::pair{6000ull, dl::IGNITION_ON}}) {
+      for (auto [ms, ign] :
+           {std::pair{2000ull, dl::IGNITION_ACCESSORY}, std::pair{5000ull, dl::IGNITION_CRANKING},
+            std::pair{6000ull, dl::IGNITION_ON}}) {
         if (ms == 5000 || ms > duration_ms) continue;  // 5 s is a regular sample
         dl::Event s = At(ms);
         s.mutable_vehicle_state()->set_ignition(ign);
@@ -117,15 +117,18 @@ void GenerateMemory(const MemorySpec& spec, uint64_t duration_ms, Prng& rng,
     const double t = static_cast<double>(t_ms) / 1000.0;
     walk = 0.99 * walk + rng.Normal(0, 4.0 * kMiB);  // slow drift of other apps
     double avail = base + walk + rng.Normal(0, 2.0 * kMiB);
-    while (wi < waves.size() && t > waves[wi].start + waves[wi].down + waves[wi].hold + waves[wi].up) {
+    while (wi < waves.size() &&
+           t > waves[wi].start + waves[wi].down + waves[wi].hold + waves[wi].up) {
       ++wi;
     }
     if (wi < waves.size() && t >= waves[wi].start) {
       const Wave& w = waves[wi];
       const double dt = t - w.start;
       double depth = 1.0;  // 0 = baseline, 1 = floor
-      if (dt < w.down) depth = dt / w.down;
-      else if (dt > w.down + w.hold) depth = 1.0 - (dt - w.down - w.hold) / w.up;
+      if (dt < w.down)
+        depth = dt / w.down;
+      else if (dt > w.down + w.hold)
+        depth = 1.0 - (dt - w.down - w.hold) / w.up;
       const double floor = w.floor + rng.Normal(0, 8.0 * kMiB);
       avail = avail + (floor - avail) * std::clamp(depth, 0.0, 1.0);
     }
@@ -181,9 +184,12 @@ void GenerateSoc(const SocSpec& spec, const std::function<double(double)>& ambie
     out->push_back(std::move(e));
 
     const int before = cap_level;
-    if (die >= 95) cap_level = 2;
-    else if (die >= 85) cap_level = std::max(cap_level, 1);
-    else if (die < 80) cap_level = 0;
+    if (die >= 95)
+      cap_level = 2;
+    else if (die >= 85)
+      cap_level = std::max(cap_level, 1);
+    else if (die < 80)
+      cap_level = 0;
     if (cap_level == 2 && die < 90) cap_level = 1;
     if (cap_level != before) emit_cap(t_ms);
 

@@ -18,7 +18,7 @@ enum class DrivePattern { kCity, kHighway, kMountain };
 
 struct DriveSpec {
   DrivePattern pattern = DrivePattern::kCity;
-  double depart_s = 10;      // leaves PARK for DRIVE at this time
+  double depart_s = 10;        // leaves PARK for DRIVE at this time
   bool cold_ignition = false;  // OFF -> ACCESSORY (2 s) -> CRANKING (5 s) -> ON (6 s)
 };
 // vehicle_state every 5 s over [0, duration]; the car stops and parks in the last 30 s.

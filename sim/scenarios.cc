@@ -42,9 +42,9 @@ struct Spec {
   internal::DriveSpec drive;
   internal::MemorySpec memory;
   internal::SocSpec soc;
-  std::function<double(double)> ambient;      // true ambient (C) at t (s)
-  std::function<Rates(double)> rates;         // request rates at t (s)
-  double chat_session_gap_s = 180;            // a pause this long starts a new conversation
+  std::function<double(double)> ambient;  // true ambient (C) at t (s)
+  std::function<Rates(double)> rates;     // request rates at t (s)
+  double chat_session_gap_s = 180;        // a pause this long starts a new conversation
 };
 
 // Windows [start, start + length) of navigation bursts.
@@ -107,12 +107,14 @@ Spec MakeSpec(std::string_view name, uint64_t duration_ms, Prng& layout) {
 }
 
 constexpr std::array<ScenarioInfo, 6> kScenarios = {{
-    {"city-commute", "stop-and-go city drive, 18->24 C, destination burst at the start, mixed load"},
+    {"city-commute",
+     "stop-and-go city drive, 18->24 C, destination burst at the start, mixed load"},
     {"summer-heat-soak", "highway at 45 C ambient, SoC soaked to 55 C and heating under load"},
     {"mountain-pass", "sustained chat/explanation load while the ambient falls 0.5 C/min to 0 C"},
     {"cold-start", "-15 C start, ignition sequence, cabin warming, early burst of requests"},
     {"memory-squeeze", "another app takes memory in waves (250..450 MB left) every few minutes"},
-    {"nav-burst-during-chat", "continuous chat with 30 s bursts of navigation prompts every 6..10 min"},
+    {"nav-burst-during-chat",
+     "continuous chat with 30 s bursts of navigation prompts every 6..10 min"},
 }};
 
 uint32_t PickDeadline(const CategorySpec& c, Prng& rng) {
@@ -208,8 +210,8 @@ std::vector<Job> JobsOf(const std::vector<dl::Event>& requests) {
 }
 
 // The header and the events in time order, requests numbered from 1.
-dl::DriveLog AssembleLog(const ScenarioInfo& info, const ScenarioOptions& options,
-                         const Spec& spec, std::vector<dl::Event>& events) {
+dl::DriveLog AssembleLog(const ScenarioInfo& info, const ScenarioOptions& options, const Spec& spec,
+                         std::vector<dl::Event>& events) {
   dl::DriveLog log;
   dl::Header* h = log.mutable_header();
   h->set_vehicle("sim-sedan");
@@ -322,7 +324,8 @@ Result<uint64_t> ParseDuration(std::string_view text) {
     total_ms += value * unit;
   }
   if (total_ms < 1 || total_ms > 1e12) {
-    return MakeError(ErrorCode::kInvalidArgument, "duration '" + std::string(text) + "' out of range");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "duration '" + std::string(text) + "' out of range");
   }
   return static_cast<uint64_t>(std::llround(total_ms));
 }

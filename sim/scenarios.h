@@ -47,8 +47,8 @@ std::span<const ScenarioInfo> Scenarios();
 inline constexpr uint64_t kMaxScenarioDurationMs = 24ull * 3600 * 1000;
 
 struct ScenarioOptions {
-  std::string scenario;                           // a name from Scenarios()
-  uint64_t duration_ms = 3600ull * 1000;          // 1 s .. 24 h
+  std::string scenario;                   // a name from Scenarios()
+  uint64_t duration_ms = 3600ull * 1000;  // 1 s .. 24 h
   uint64_t seed = 1;
   const ari::drivelog::PromptSet* prompts = nullptr;  // nullptr: the built-in set
 };

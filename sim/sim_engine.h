@@ -28,8 +28,8 @@ class ChunkObserver {
   // Before the clock advances by `seconds` for this chunk / after it did. `efficiency`:
   // the chunk runs on efficiency cores; `cap_khz`: the frequency cap of that class in
   // force at its start (0 none; `seconds` includes its effect).
-  virtual void OnChunkBegin(const runtime::ChunkKnobs& knobs, runtime::ChunkPhase phase,
-                            int tokens, double seconds, bool efficiency, uint32_t cap_khz) = 0;
+  virtual void OnChunkBegin(const runtime::ChunkKnobs& knobs, runtime::ChunkPhase phase, int tokens,
+                            double seconds, bool efficiency, uint32_t cap_khz) = 0;
   virtual void OnChunkEnd() = 0;
   // The clock advances through a chunk in pieces ending at most at NextTickNs(); OnTick()
   // is called after each piece (the replay samples the temperature there).

@@ -62,9 +62,9 @@ class HeatingRunner final : public runtime::ChunkRunner {
     busy.busy_fraction = 1.0;
     busy.active_cores = std::max(1, k.threads);
     busy.precision = k.precision == runtime::Precision::kW4A8 ? thermal::PowerPrecision::kW4A8
-                                                             : thermal::PowerPrecision::kW8A16;
+                                                              : thermal::PowerPrecision::kW8A16;
     busy.core_class = AllIn(k.cpu_mask, topology_.efficiency) ? thermal::CoreClass::kEfficiency
-                                                             : thermal::CoreClass::kPerformance;
+                                                              : thermal::CoreClass::kPerformance;
     source_.SetLoad(busy);  // the model catches up to now with the previous (idle) load
     const int64_t dt = std::max<int64_t>(r->compute_ns, 1000);
     clock_.AdvanceNs(dt);
@@ -153,10 +153,10 @@ Result<void> ValidateOptions(const ThermalRunOptions& o) {
   if (o.engine->num_slots() < 2) {
     return MakeError(ErrorCode::kInvalidArgument, "thermal run: the engine needs >= 2 slots");
   }
-  if (!(o.speedup >= 1.0) || !(o.duration_s > 0.0) || o.vocab_size < 2 ||
-      o.normal_prompt < 1 || o.critical_prompt < 1 || o.normal_max_tokens < 1 ||
-      o.critical_max_tokens < 1 || !(o.critical_every_s >= 0.0) ||
-      !std::isfinite(o.ambient_c) || !std::isfinite(o.ambient_peak_c)) {
+  if (!(o.speedup >= 1.0) || !(o.duration_s > 0.0) || o.vocab_size < 2 || o.normal_prompt < 1 ||
+      o.critical_prompt < 1 || o.normal_max_tokens < 1 || o.critical_max_tokens < 1 ||
+      !(o.critical_every_s >= 0.0) || !std::isfinite(o.ambient_c) ||
+      !std::isfinite(o.ambient_peak_c)) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "thermal run: need speedup >= 1, duration > 0, vocab >= 2, prompts and "
                      "max tokens >= 1, critical_every_s >= 0, finite ambients");
@@ -192,7 +192,8 @@ double DriveLoad(const ThermalRunOptions& o, Scheduler& s, thermal::ManualClock&
   const int64_t end = thermal::SecondsToNs(o.duration_s);
   const int64_t critical_period =
       o.critical_every_s > 0 ? thermal::SecondsToNs(o.critical_every_s) : 0;
-  int64_t next_critical = critical_period > 0 ? critical_period / 2 : std::numeric_limits<int64_t>::max();
+  int64_t next_critical =
+      critical_period > 0 ? critical_period / 2 : std::numeric_limits<int64_t>::max();
   uint64_t next_normal_id = 1, next_critical_id = 2;
   double max_die = source.model().die_celsius();
   while (clock.NowNs() < end) {
@@ -288,10 +289,10 @@ std::string ThermalRunTable(const ThermalRunResult& r) {
                 "thermal: %.1f s virtual (RC speedup x%.0f: time constants %.2f s / %.2f s), "
                 "%zu decisions, %d band changes, die max %.2f C, final %.2f C, busy %.0f %%, "
                 "%lld chunks, done CRITICAL %d NORMAL %d, other terminals %d, live at end %d\n",
-                r.duration_s, r.speedup, r.slow_tau_s, r.fast_tau_s, r.rows.size(),
-                r.band_changes, r.max_die_c, r.final_die_c, 100.0 * r.busy_fraction,
-                static_cast<long long>(r.chunks), r.critical_done, r.normal_done,
-                r.other_terminals, r.unfinished);
+                r.duration_s, r.speedup, r.slow_tau_s, r.fast_tau_s, r.rows.size(), r.band_changes,
+                r.max_die_c, r.final_die_c, 100.0 * r.busy_fraction,
+                static_cast<long long>(r.chunks), r.critical_done, r.normal_done, r.other_terminals,
+                r.unfinished);
   s += line;
   return s;
 }
@@ -324,9 +325,9 @@ std::string ThermalRunJson(const ThermalRunResult& r) {
                 "\"max_die_c\":%.3f,\"final_die_c\":%.3f,\"busy_fraction\":%.4f,"
                 "\"chunks\":%lld,\"critical_done\":%d,\"normal_done\":%d,"
                 "\"other_terminals\":%d,\"unfinished\":%d,\"rows\":[",
-                r.duration_s, r.speedup, r.slow_tau_s, r.fast_tau_s, r.band_changes,
-                r.max_die_c, r.final_die_c, r.busy_fraction, static_cast<long long>(r.chunks),
-                r.critical_done, r.normal_done, r.other_terminals, r.unfinished);
+                r.duration_s, r.speedup, r.slow_tau_s, r.fast_tau_s, r.band_changes, r.max_die_c,
+                r.final_die_c, r.busy_fraction, static_cast<long long>(r.chunks), r.critical_done,
+                r.normal_done, r.other_terminals, r.unfinished);
   s += buf;
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const ThermalRunRow& row = r.rows[i];
@@ -344,8 +345,8 @@ std::string ThermalRunJson(const ThermalRunResult& r) {
                   row.conservative ? "true" : "false", row.band_changed ? "true" : "false",
                   std::string(PrecisionName(row.knobs.precision)).c_str(),
                   std::string(CoreClassName(row.knobs.core_class)).c_str(), row.knobs.threads,
-                  row.knobs.prefill_chunk, row.knobs.decode_tokens_per_chunk,
-                  row.knobs.pause_ms, row.knobs.layer_drop);
+                  row.knobs.prefill_chunk, row.knobs.decode_tokens_per_chunk, row.knobs.pause_ms,
+                  row.knobs.layer_drop);
     s += buf;
     JsonString(s, row.reason);
     s += '}';

@@ -28,30 +28,30 @@
 #include <vector>
 
 #include "qos/policy.h"
-#include "sim/error.h"
 #include "runtime/engine/engine.h"
+#include "sim/error.h"
 #include "thermal/rc_model.h"
 #include "thermal/topology.h"
 
 namespace ari::sim {
 
 struct ThermalRunOptions {
-  const qos::Policy* policy = nullptr;          // required
-  runtime::ChunkRunner* engine = nullptr;  // required, >= 2 slots
-  int32_t vocab_size = 0;                  // prompt token ids are drawn from [1, vocab)
+  const qos::Policy* policy = nullptr;           // required
+  runtime::ChunkRunner* engine = nullptr;        // required, >= 2 slots
+  int32_t vocab_size = 0;                        // prompt token ids are drawn from [1, vocab)
   std::optional<thermal::CpuTopology> topology;  // nullopt: detected
-  int32_t max_prefill_chunk = 0;  // the engine's max_chunk (0 = no clamp)
-  thermal::RcParams rc;           // ambient/initial temperatures are taken from below
-  double speedup = 40.0;          // heat capacities / speedup (>= 1)
-  double duration_s = 60.0;       // virtual seconds
+  int32_t max_prefill_chunk = 0;                 // the engine's max_chunk (0 = no clamp)
+  thermal::RcParams rc;      // ambient/initial temperatures are taken from below
+  double speedup = 40.0;     // heat capacities / speedup (>= 1)
+  double duration_s = 60.0;  // virtual seconds
   double ambient_c = 45.0;
-  double ambient_peak_c = 65.0;   // reached at duration / 2
+  double ambient_peak_c = 65.0;     // reached at duration / 2
   std::optional<double> initial_c;  // nullopt: ambient_c
   int32_t normal_prompt = 64;
   int32_t normal_max_tokens = 32;
   int32_t critical_prompt = 16;
   int32_t critical_max_tokens = 8;
-  double critical_every_s = 10.0;   // 0: no CRITICAL requests
+  double critical_every_s = 10.0;  // 0: no CRITICAL requests
 };
 
 // One row per decision change (the scheduler's OnDecision).
@@ -70,7 +70,7 @@ struct ThermalRunRow {
 
 struct ThermalRunResult {
   std::vector<ThermalRunRow> rows;
-  int band_changes = 0;      // rows whose band differs from the previous row
+  int band_changes = 0;  // rows whose band differs from the previous row
   double max_die_c = 0.0;
   double final_die_c = 0.0;
   double busy_fraction = 0.0;  // compute time / virtual time

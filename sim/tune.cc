@@ -16,11 +16,13 @@ namespace {
 int64_t P95Key(double s) { return std::llround(s * 10.0); }  // 0.1 s resolution
 
 // The candidate's policy: the start with the chosen values, validated by a text round trip.
-Result<qos::Policy> Build(const qos::Policy& start, const TuneSpace& space, const std::vector<int>& choice) {
+Result<qos::Policy> Build(const qos::Policy& start, const TuneSpace& space,
+                          const std::vector<int>& choice) {
   qos::Policy p = start;
   for (size_t i = 0; i < choice.size(); ++i) {
     if (choice[i] < 0) continue;
-    auto r = ApplyTuneParam(p, space.params[i].name, space.params[i].values[static_cast<size_t>(choice[i])]);
+    auto r = ApplyTuneParam(p, space.params[i].name,
+                            space.params[i].values[static_cast<size_t>(choice[i])]);
     if (!r) return std::unexpected(r.error());
   }
   auto checked = qos::ParsePolicyText(qos::PolicyToText(p), "candidate");
@@ -51,8 +53,9 @@ bool TuneScore::BetterThan(const TuneScore& o, double limit) const {
   return quality_loss < o.quality_loss;
 }
 
-Result<TuneScore> ScorePolicy(const qos::Policy& policy, const std::vector<const dl::DriveLog*>& logs,
-                              const CostModel& cost, double peak_limit) {
+Result<TuneScore> ScorePolicy(const qos::Policy& policy,
+                              const std::vector<const dl::DriveLog*>& logs, const CostModel& cost,
+                              double peak_limit) {
   TuneScore s;
   ReplayOptions o;
   o.policy = &policy;
@@ -86,11 +89,13 @@ namespace {
 
 Result<void> CheckTuneOptions(const TuneOptions& o) {
   if (!o.start || !o.cost || o.logs.empty() || o.space.params.empty()) {
-    return MakeError(ErrorCode::kInvalidArgument, "tune: start policy, cost model, logs and a space are required");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "tune: start policy, cost model, logs and a space are required");
   }
   if (o.budget < 1) return MakeError(ErrorCode::kInvalidArgument, "tune: budget must be >= 1");
   for (const TuneParam& p : o.space.params) {  // every name and value must apply
-    if (p.values.empty()) return MakeError(ErrorCode::kInvalidArgument, "tune: " + p.name + ": no values");
+    if (p.values.empty())
+      return MakeError(ErrorCode::kInvalidArgument, "tune: " + p.name + ": no values");
     for (const std::string& v : p.values) {
       qos::Policy probe = *o.start;
       if (auto r = ApplyTuneParam(probe, p.name, v); !r) {
@@ -125,8 +130,10 @@ void Evaluate(const TuneOptions& o, std::vector<TuneCandidate>& batch, TuneResul
   for (size_t i = 0; i < batch.size(); ++i) {
     TuneCandidate& c = batch[i];
     if (c.error.empty()) {
-      if (scores[i]) c.score = *scores[i];
-      else c.error = scores[i].error().message;
+      if (scores[i])
+        c.score = *scores[i];
+      else
+        c.error = scores[i].error().message;
     }
     if (!c.error.empty()) ++res.invalid;
     res.candidates.push_back(c);
@@ -203,9 +210,11 @@ std::string ParetoTable(const TuneResult& r, const TuneSpace& space) {
       const TuneScore& b = other.score;
       if (!b.valid || !b.feasible) continue;
       const bool le = b.critical_misses <= a.critical_misses &&
-                      P95Key(b.normal_p95_s) <= P95Key(a.normal_p95_s) && b.quality_loss <= a.quality_loss;
+                      P95Key(b.normal_p95_s) <= P95Key(a.normal_p95_s) &&
+                      b.quality_loss <= a.quality_loss;
       const bool lt = b.critical_misses < a.critical_misses ||
-                      P95Key(b.normal_p95_s) < P95Key(a.normal_p95_s) || b.quality_loss < a.quality_loss;
+                      P95Key(b.normal_p95_s) < P95Key(a.normal_p95_s) ||
+                      b.quality_loss < a.quality_loss;
       if (le && lt) {
         dominated = true;
         break;
@@ -213,8 +222,8 @@ std::string ParetoTable(const TuneResult& r, const TuneSpace& space) {
     }
     for (size_t r2 : rows) {  // equal scores: keep the first candidate only
       const TuneScore& b = r.candidates[r2].score;
-      if (b.critical_misses == a.critical_misses && P95Key(b.normal_p95_s) == P95Key(a.normal_p95_s) &&
-          b.quality_loss == a.quality_loss) {
+      if (b.critical_misses == a.critical_misses &&
+          P95Key(b.normal_p95_s) == P95Key(a.normal_p95_s) && b.quality_loss == a.quality_loss) {
         dominated = true;
       }
     }
@@ -230,8 +239,9 @@ std::string ParetoTable(const TuneResult& r, const TuneSpace& space) {
   for (size_t i : rows) {
     const TuneCandidate& c = r.candidates[i];
     const TuneScore& t = c.score;
-    std::snprintf(line, sizeof(line), "%c%3zu  %9d  %14.2f  %12.3f  %8.2f  %10.0f  ", i == r.best ? '*' : ' ',
-                  i, t.critical_misses, t.normal_p95_s, t.quality_loss, t.peak_c, t.energy_j);
+    std::snprintf(line, sizeof(line), "%c%3zu  %9d  %14.2f  %12.3f  %8.2f  %10.0f  ",
+                  i == r.best ? '*' : ' ', i, t.critical_misses, t.normal_p95_s, t.quality_loss,
+                  t.peak_c, t.energy_j);
     s += line;
     s += c.error.empty() ? Changes(c, space) : "invalid: " + c.error;
     if (t.valid && !t.feasible) s += " [over peak limit]";
@@ -261,7 +271,7 @@ std::string DiffLines(std::string_view before, std::string_view after) {
   }
   // Edit script, deletions before insertions.
   struct Op {
-    char kind;  // ' ', '-', '+'
+    char kind;    // ' ', '-', '+'
     size_t a, b;  // line indexes (0-based) in before / after
   };
   std::vector<Op> ops;
@@ -286,11 +296,14 @@ std::string DiffLines(std::string_view before, std::string_view after) {
     size_t first = k >= kContext ? k - kContext : 0;
     size_t last = k;  // extend while changes are within 2 x context of each other
     for (size_t q = k; q < ops.size(); ++q) {
-      if (ops[q].kind != ' ') last = q;
-      else if (q - last > 2 * kContext) break;
+      if (ops[q].kind != ' ')
+        last = q;
+      else if (q - last > 2 * kContext)
+        break;
     }
     const size_t end = std::min(ops.size(), last + kContext + 1);
-    out += "@@ -" + std::to_string(ops[first].a + 1) + " +" + std::to_string(ops[first].b + 1) + " @@\n";
+    out += "@@ -" + std::to_string(ops[first].a + 1) + " +" + std::to_string(ops[first].b + 1) +
+           " @@\n";
     for (size_t q = first; q < end; ++q) {
       const std::string_view line = ops[q].kind == '+' ? b[ops[q].b] : a[ops[q].a];
       out += ops[q].kind;

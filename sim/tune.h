@@ -50,7 +50,7 @@ Result<void> ApplyTuneParam(qos::Policy& policy, std::string_view name, std::str
 Result<std::string> TuneParamValue(const qos::Policy& policy, std::string_view name);
 
 struct TuneScore {
-  bool valid = false;    // the candidate policy passed the validator and replayed
+  bool valid = false;  // the candidate policy passed the validator and replayed
   bool feasible = false;
   double peak_c = 0;
   int critical_misses = 0;
@@ -65,7 +65,7 @@ struct TuneScore {
 struct TuneCandidate {
   std::vector<int> choice;  // per param: index into values, -1 = starting value
   TuneScore score;
-  std::string error;        // why invalid
+  std::string error;  // why invalid
 };
 
 struct TuneOptions {
@@ -87,8 +87,9 @@ struct TuneResult {
 
 Result<TuneResult> Tune(const TuneOptions& options);
 // Scores one policy on the logs (the tuner's objective inputs).
-Result<TuneScore> ScorePolicy(const qos::Policy& policy, const std::vector<const dl::DriveLog*>& logs,
-                              const CostModel& cost, double peak_limit);
+Result<TuneScore> ScorePolicy(const qos::Policy& policy,
+                              const std::vector<const dl::DriveLog*>& logs, const CostModel& cost,
+                              double peak_limit);
 
 // Non-dominated feasible candidates (critical misses, NORMAL p95, quality loss), best
 // objective first, plus the start and the best, with the parameters they change.

@@ -37,7 +37,8 @@ Result<double> Number(std::string_view name, std::string_view v) {
   char* end = nullptr;
   const double d = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0' || !std::isfinite(d)) {
-    return MakeError(ErrorCode::kInvalidArgument, std::string(name) + ": \"" + s + "\" is not a number");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(name) + ": \"" + s + "\" is not a number");
   }
   return d;
 }
@@ -57,7 +58,8 @@ Result<std::vector<int>> Classes(const std::string& c) {
   for (qos::Urgency u : qos::kAllUrgencies) {
     if (qos::UrgencyName(u) == c) return std::vector<int>{qos::Rank(u)};
   }
-  return MakeError(ErrorCode::kInvalidArgument, "unknown class \"" + c + "\" (CRITICAL, HIGH, NORMAL, BACKGROUND, *)");
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "unknown class \"" + c + "\" (CRITICAL, HIGH, NORMAL, BACKGROUND, *)");
 }
 
 Result<std::vector<size_t>> Bands(const qos::Policy& p, const std::string& b) {
@@ -72,19 +74,29 @@ Result<std::vector<size_t>> Bands(const qos::Policy& p, const std::string& b) {
   return out;
 }
 
-Result<void> SetKnob(qos::Knobs& k, const std::string& field, std::string_view v, std::string_view name) {
+Result<void> SetKnob(qos::Knobs& k, const std::string& field, std::string_view v,
+                     std::string_view name) {
   const std::string s(v);
   if (field == "precision") {
-    if (s == "W8A16") k.precision = qos::WeightPrecision::kW8A16;
-    else if (s == "W4A8") k.precision = qos::WeightPrecision::kW4A8;
-    else return MakeError(ErrorCode::kInvalidArgument, std::string(name) + ": precision W8A16 or W4A8");
+    if (s == "W8A16")
+      k.precision = qos::WeightPrecision::kW8A16;
+    else if (s == "W4A8")
+      k.precision = qos::WeightPrecision::kW4A8;
+    else
+      return MakeError(ErrorCode::kInvalidArgument,
+                       std::string(name) + ": precision W8A16 or W4A8");
     return {};
   }
   if (field == "core_class") {
-    if (s == "PERFORMANCE") k.core_class = qos::CoreClass::kPerformance;
-    else if (s == "EFFICIENCY") k.core_class = qos::CoreClass::kEfficiency;
-    else if (s == "ANY_CORE" || s == "ANY") k.core_class = qos::CoreClass::kAny;
-    else return MakeError(ErrorCode::kInvalidArgument, std::string(name) + ": PERFORMANCE, EFFICIENCY or ANY_CORE");
+    if (s == "PERFORMANCE")
+      k.core_class = qos::CoreClass::kPerformance;
+    else if (s == "EFFICIENCY")
+      k.core_class = qos::CoreClass::kEfficiency;
+    else if (s == "ANY_CORE" || s == "ANY")
+      k.core_class = qos::CoreClass::kAny;
+    else
+      return MakeError(ErrorCode::kInvalidArgument,
+                       std::string(name) + ": PERFORMANCE, EFFICIENCY or ANY_CORE");
     return {};
   }
   if (field == "isa") {
@@ -98,30 +110,40 @@ Result<void> SetKnob(qos::Knobs& k, const std::string& field, std::string_view v
         return {};
       }
     }
-    return MakeError(ErrorCode::kInvalidArgument, std::string(name) + ": isa ISA_BEST, ISA_AVX2, ...");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(name) + ": isa ISA_BEST, ISA_AVX2, ...");
   }
   auto u = Unsigned(name, v);
   if (!u) return std::unexpected(u.error());
-  if (field == "threads") k.threads = *u;
-  else if (field == "prefill_chunk") k.prefill_chunk = *u;
-  else if (field == "decode_tokens_per_chunk") k.decode_tokens_per_chunk = *u;
-  else if (field == "pause_ms") k.pause_ms = *u;
-  else if (field == "layer_drop") k.layer_drop = *u;
-  else return MakeError(ErrorCode::kInvalidArgument, std::string(name) + ": unknown knob \"" + field + "\"");
+  if (field == "threads")
+    k.threads = *u;
+  else if (field == "prefill_chunk")
+    k.prefill_chunk = *u;
+  else if (field == "decode_tokens_per_chunk")
+    k.decode_tokens_per_chunk = *u;
+  else if (field == "pause_ms")
+    k.pause_ms = *u;
+  else if (field == "layer_drop")
+    k.layer_drop = *u;
+  else
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(name) + ": unknown knob \"" + field + "\"");
   return {};
 }
 
 std::string KnobValue(const qos::Knobs& k, const std::string& field) {
   if (field == "precision") return std::string(qos::PrecisionName(k.precision));
   if (field == "core_class") {
-    return k.core_class == qos::CoreClass::kPerformance ? "PERFORMANCE"
-           : k.core_class == qos::CoreClass::kEfficiency ? "EFFICIENCY" : "ANY_CORE";
+    return k.core_class == qos::CoreClass::kPerformance  ? "PERFORMANCE"
+           : k.core_class == qos::CoreClass::kEfficiency ? "EFFICIENCY"
+                                                         : "ANY_CORE";
   }
-  if (field == "isa") return "ISA_" + [&] {
-    std::string n(qos::IsaTierName(k.isa));
-    for (char& c : n) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return n;
-  }();
+  if (field == "isa")
+    return "ISA_" + [&] {
+      std::string n(qos::IsaTierName(k.isa));
+      for (char& c : n) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      return n;
+    }();
   if (field == "threads") return std::to_string(k.threads);
   if (field == "prefill_chunk") return std::to_string(k.prefill_chunk);
   if (field == "decode_tokens_per_chunk") return std::to_string(k.decode_tokens_per_chunk);
@@ -134,7 +156,9 @@ std::string KnobValue(const qos::Knobs& k, const std::string& field) {
 Result<std::string> Access(qos::Policy& p, std::string_view name, const std::string_view* value) {
   const std::vector<std::string> parts = Split(name);
   const std::string n(name);
-  auto bad = [&](const std::string& why) { return MakeError(ErrorCode::kInvalidArgument, n + ": " + why); };
+  auto bad = [&](const std::string& why) {
+    return MakeError(ErrorCode::kInvalidArgument, n + ": " + why);
+  };
   if (parts[0] == "thermal_bands" && parts.size() == 3) {
     auto bands = Bands(p, parts[1]);
     if (!bands) return bad(bands.error().message);
@@ -221,7 +245,8 @@ Result<TuneSpace> ParseTuneSpace(std::string_view text, std::string_view origin)
   struct Collector : google::protobuf::io::ErrorCollector {
     std::string first;
     void AddError(int line, int column, const std::string& message) override {
-      if (first.empty()) first = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+      if (first.empty())
+        first = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
     }
   } errors;
   parser.RecordErrorsTo(&errors);
@@ -243,7 +268,9 @@ Result<TuneSpace> ParseTuneSpace(std::string_view text, std::string_view origin)
                          o + ": param " + p.name() + ": give values, or min <= max and step > 0");
       }
       const int n = static_cast<int>(std::floor((p.max() - p.min()) / p.step() + 1e-9)) + 1;
-      if (n > 1000) return MakeError(ErrorCode::kInvalidArgument, o + ": param " + p.name() + ": more than 1000 values");
+      if (n > 1000)
+        return MakeError(ErrorCode::kInvalidArgument,
+                         o + ": param " + p.name() + ": more than 1000 values");
       for (int i = 0; i < n; ++i) t.values.push_back(Fmt(p.min() + i * p.step()));
     }
     s.params.push_back(std::move(t));

@@ -142,7 +142,8 @@ Result<MemoryMonitor> MemoryMonitor::Create(const MemoryMonitorOptions& opts) {
   if (!Exists(mon.meminfo_path_)) {
     return MakeError(ErrorCode::kIo, mon.meminfo_path_ + ": not found (no /proc/meminfo)");
   }
-  if (Exists(root / "proc/pressure/memory")) mon.psi_path_ = (root / "proc/pressure/memory").string();
+  if (Exists(root / "proc/pressure/memory"))
+    mon.psi_path_ = (root / "proc/pressure/memory").string();
 
   std::filesystem::path dir;
   CgroupVersion version = CgroupVersion::kNone;
@@ -159,15 +160,22 @@ Result<MemoryMonitor> MemoryMonitor::Create(const MemoryMonitorOptions& opts) {
       // Prefer a hierarchy that really has the memory controller files.
       if (m.v2_path) {
         auto d = root / "sys/fs/cgroup" / rel(*m.v2_path);
-        if (Exists(d / "memory.max")) { dir = d; version = CgroupVersion::kV2; }
+        if (Exists(d / "memory.max")) {
+          dir = d;
+          version = CgroupVersion::kV2;
+        }
         auto du = root / "sys/fs/cgroup/unified" / rel(*m.v2_path);
         if (version == CgroupVersion::kNone && Exists(du / "memory.max")) {
-          dir = du; version = CgroupVersion::kV2;
+          dir = du;
+          version = CgroupVersion::kV2;
         }
       }
       if (version == CgroupVersion::kNone && m.v1_memory_path) {
         auto d = root / "sys/fs/cgroup/memory" / rel(*m.v1_memory_path);
-        if (Exists(d / "memory.limit_in_bytes")) { dir = d; version = CgroupVersion::kV1; }
+        if (Exists(d / "memory.limit_in_bytes")) {
+          dir = d;
+          version = CgroupVersion::kV1;
+        }
       }
     }
   }

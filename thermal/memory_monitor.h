@@ -24,19 +24,19 @@ namespace ari::thermal {
 enum class CgroupVersion : uint8_t { kNone, kV1, kV2 };
 
 struct MemoryReading {
-  uint64_t available_bytes = 0;          // what the ladder compares against
-  uint64_t system_available_bytes = 0;   // /proc/meminfo MemAvailable
-  uint64_t system_total_bytes = 0;       // /proc/meminfo MemTotal
-  bool has_cgroup_limit = false;         // a finite limit is set
+  uint64_t available_bytes = 0;         // what the ladder compares against
+  uint64_t system_available_bytes = 0;  // /proc/meminfo MemAvailable
+  uint64_t system_total_bytes = 0;      // /proc/meminfo MemTotal
+  bool has_cgroup_limit = false;        // a finite limit is set
   uint64_t cgroup_limit_bytes = 0;
-  uint64_t cgroup_usage_bytes = 0;       // usage minus inactive_file
+  uint64_t cgroup_usage_bytes = 0;  // usage minus inactive_file
   bool has_psi = false;
-  double psi_some_avg10 = 0.0;           // % of time some task stalled on memory (10 s)
+  double psi_some_avg10 = 0.0;  // % of time some task stalled on memory (10 s)
   double psi_full_avg10 = 0.0;
 };
 
 struct MemoryMonitorOptions {
-  std::filesystem::path root = "/";   // prefix for /proc and /sys (fake trees in tests)
+  std::filesystem::path root = "/";  // prefix for /proc and /sys (fake trees in tests)
   // Cgroup directory to watch, absolute (under root) — overrides /proc/self/cgroup discovery.
   std::optional<std::filesystem::path> cgroup_dir;
   std::optional<CgroupVersion> cgroup_version;  // with cgroup_dir

@@ -40,9 +40,7 @@ Validated ReadingValidator::Observe(RawStatus status, double celsius, int64_t sa
         return Held(SensorState::kOk, now_ns);
       }
       return Held(SensorState::kStale, now_ns);
-    case RawStatus::kUnreadable:
-      answered_ = true;
-      return Held(SensorState::kInvalid, now_ns);
+    case RawStatus::kUnreadable: answered_ = true; return Held(SensorState::kInvalid, now_ns);
     case RawStatus::kMissing:
       return Held(answered_ ? SensorState::kVanished : SensorState::kNoSensor, now_ns);
   }
@@ -51,16 +49,11 @@ Validated ReadingValidator::Observe(RawStatus status, double celsius, int64_t sa
 
 int SeverityRank(SensorState s) {
   switch (s) {
-    case SensorState::kOk:
-      return 0;
-    case SensorState::kStale:
-      return 1;
-    case SensorState::kNoSensor:
-      return 2;
-    case SensorState::kInvalid:
-      return 3;
-    case SensorState::kVanished:
-      return 4;
+    case SensorState::kOk: return 0;
+    case SensorState::kStale: return 1;
+    case SensorState::kNoSensor: return 2;
+    case SensorState::kInvalid: return 3;
+    case SensorState::kVanished: return 4;
   }
   return 5;
 }

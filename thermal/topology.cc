@@ -67,14 +67,10 @@ std::string_view CoreClassName(CoreClass c) {
 
 std::string_view TopologyBasisName(TopologyBasis b) {
   switch (b) {
-    case TopologyBasis::kConfig:
-      return "config";
-    case TopologyBasis::kCapacity:
-      return "cpu_capacity";
-    case TopologyBasis::kMaxFreq:
-      return "cpuinfo_max_freq";
-    case TopologyBasis::kUniform:
-      return "uniform";
+    case TopologyBasis::kConfig: return "config";
+    case TopologyBasis::kCapacity: return "cpu_capacity";
+    case TopologyBasis::kMaxFreq: return "cpuinfo_max_freq";
+    case TopologyBasis::kUniform: return "uniform";
   }
   return "unknown";
 }

@@ -130,7 +130,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(std::shared_ptr<dds::Doma
   if (!pp) return std::unexpected(pp.error());
   c->participant_ = std::move(*pp);
   using dds::TopicKind;
-  dds::Topic* topics[] = {&c->request_topic_, &c->chunk_topic_, &c->cancel_topic_, &c->status_topic_};
+  dds::Topic* topics[] = {&c->request_topic_, &c->chunk_topic_, &c->cancel_topic_,
+                          &c->status_topic_};
   const TopicKind kinds[] = {TopicKind::kRequest, TopicKind::kTokenChunk, TopicKind::kCancel,
                              TopicKind::kNodeStatus};
   for (int i = 0; i < 4; ++i) {
@@ -150,7 +151,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(std::shared_ptr<dds::Doma
   c->cancel_writer_ = std::move(*cw);
   c->chunk_reader_ = std::move(*cr);
   c->status_reader_ = std::move(*sr);
-  if (dds_return_t rc = dds_set_status_mask(c->request_writer_.handle(), DDS_PUBLICATION_MATCHED_STATUS);
+  if (dds_return_t rc =
+          dds_set_status_mask(c->request_writer_.handle(), DDS_PUBLICATION_MATCHED_STATUS);
       rc != DDS_RETCODE_OK) {
     return DdsError(rc, "dds_set_status_mask(request writer)");
   }
@@ -336,7 +338,9 @@ Result<void> ClientCore::WaitMatched() {
                        "no live ARI node with matched request reader and chunk writer on domain " +
                            std::to_string(participant_.domain().id()) + " within " +
                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              options_.node_timeout).count()) + " ms");
+                                              options_.node_timeout)
+                                              .count()) +
+                           " ms");
     }
     if (closed_) return MakeError(ErrorCode::kClosed, "client is shut down");
   }
@@ -396,7 +400,9 @@ Stream::Stream(std::shared_ptr<ClientCore> core, std::shared_ptr<StreamState> st
     : core_(std::move(core)), state_(std::move(state)) {}
 
 Stream::Stream(Stream&& o) noexcept
-    : core_(std::move(o.core_)), state_(std::move(o.state_)), error_(std::move(o.error_)),
+    : core_(std::move(o.core_)),
+      state_(std::move(o.state_)),
+      error_(std::move(o.error_)),
       done_(o.done_) {}
 
 Stream::~Stream() {
@@ -446,8 +452,9 @@ Result<StreamSummary> Stream::Wait(const std::function<void(const ari_TokenChunk
   const auto until = forever ? Clock::time_point::max() : Clock::now() + timeout;
   StreamSummary sum;
   for (;;) {
-    const dds::Duration left = forever ? dds::Duration::max()
-                                       : std::max(dds::Duration::zero(), dds::Duration(until - Clock::now()));
+    const dds::Duration left =
+        forever ? dds::Duration::max()
+                : std::max(dds::Duration::zero(), dds::Duration(until - Clock::now()));
     auto c = Next(left);
     if (!c) return std::unexpected(c.error());
     if (on_chunk) on_chunk(*c);

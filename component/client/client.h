@@ -30,8 +30,8 @@
 namespace ari::component {
 
 struct ClientOptions {
-  dds::DomainOptions domain;            // used when Connect creates the domain
-  std::string client_id = "ari-client"; // 1..31 bytes, no spaces
+  dds::DomainOptions domain;             // used when Connect creates the domain
+  std::string client_id = "ari-client";  // 1..31 bytes, no spaces
   // Ask fails with kNodeAbsent when no node's request reader and chunk writer are
   // matched within this time.
   dds::Duration node_timeout = std::chrono::seconds(5);
@@ -43,8 +43,8 @@ struct Turn {
 };
 
 struct AskParams {
-  std::string prompt;        // either a prompt ...
-  std::vector<Turn> turns;   // ... or chat turns (exactly one of both)
+  std::string prompt;       // either a prompt ...
+  std::vector<Turn> turns;  // ... or chat turns (exactly one of both)
   ari_Urgency urgency = ari_URGENCY_NORMAL;
   uint32_t max_tokens = 128;
   uint32_t deadline_ms = 0;  // 0 = the node's default for the urgency class
@@ -67,11 +67,11 @@ struct NodeView {
 
 struct StreamSummary {
   ari_Status status = ari_STATUS_OK;
-  std::string text;           // concatenated chunk texts
+  std::string text;  // concatenated chunk texts
   std::vector<int32_t> tokens;
   uint32_t chunks = 0;
-  uint32_t gaps = 0;          // missing sequence numbers (should be 0)
-  ari_Timing timing{};        // from the terminal chunk
+  uint32_t gaps = 0;    // missing sequence numbers (should be 0)
+  ari_Timing timing{};  // from the terminal chunk
   std::string message;
 };
 
@@ -110,7 +110,10 @@ class Stream {
     explicit Iterator(Stream* s) : stream_(s) { Advance(); }
     const ari_TokenChunk& operator*() const { return chunk_; }
     const ari_TokenChunk* operator->() const { return &chunk_; }
-    Iterator& operator++() { Advance(); return *this; }
+    Iterator& operator++() {
+      Advance();
+      return *this;
+    }
     bool operator==(const Iterator& o) const { return stream_ == o.stream_; }
 
    private:

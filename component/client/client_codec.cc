@@ -17,7 +17,8 @@ Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
     return bad("client id must be 1.." + std::to_string(ari_kClientIdLen - 1) + " bytes");
   }
   if (p.prompt.empty() == p.turns.empty()) return bad("give either a prompt or chat turns");
-  if (const int32_t u = dds::RawEnum(p.urgency); u < ari_URGENCY_BACKGROUND || u > ari_URGENCY_CRITICAL) {
+  if (const int32_t u = dds::RawEnum(p.urgency);
+      u < ari_URGENCY_BACKGROUND || u > ari_URGENCY_CRITICAL) {
     return bad("unknown urgency " + std::to_string(u));
   }
   if (p.max_tokens == 0) return bad("max_tokens must be > 0");
@@ -39,7 +40,8 @@ Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
   out->n_turns = static_cast<uint32_t>(p.turns.size());
   for (size_t i = 0; i < p.turns.size(); ++i) {
     const Turn& t = p.turns[i];
-    if (const int32_t role = dds::RawEnum(t.role); role < ari_ROLE_SYSTEM || role > ari_ROLE_ASSISTANT) {
+    if (const int32_t role = dds::RawEnum(t.role);
+        role < ari_ROLE_SYSTEM || role > ari_ROLE_ASSISTANT) {
       return bad("turn " + std::to_string(i) + ": unknown role");
     }
     if (t.text.size() > ari_kTurnTextLen) {
@@ -56,7 +58,8 @@ Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
 std::optional<Error> TerminalError(const ari_TokenChunk& c) {
   const std::string msg(dds::FixedView(c.message));
   auto make = [&](ErrorCode code, const char* what) {
-    std::string m = std::string("request ") + std::string(dds::FixedView(c.request_id)) + " " + what;
+    std::string m =
+        std::string("request ") + std::string(dds::FixedView(c.request_id)) + " " + what;
     if (!msg.empty()) m += ": " + msg;
     return Error{code, m, 0, dds::RawEnum(c.status)};
   };

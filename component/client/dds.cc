@@ -105,8 +105,10 @@ Result<std::shared_ptr<Domain>> Domain::Create(const DomainOptions& options) {
     text = uri;  // inline XML
   } else {
     std::string path = uri;
-    if (path.rfind("file://", 0) == 0) path = path.substr(7);
-    else uri = "file://" + path;
+    if (path.rfind("file://", 0) == 0)
+      path = path.substr(7);
+    else
+      uri = "file://" + path;
     std::ifstream in(path);
     if (!in) return MakeError(ErrorCode::kConfig, "cannot read Cyclone config " + path);
     std::stringstream ss;
@@ -281,7 +283,8 @@ Result<Writer> Writer::Create(const Participant& participant, const Topic& topic
                               Duration liveliness_lease) {
   Qos q = WriterQos(topic.kind(), liveliness_lease);
   const dds_entity_t h = dds_create_writer(participant.handle(), topic.handle(), q.get(), nullptr);
-  if (h < 0) return DdsError(h, std::string("dds_create_writer(") + TopicQos(topic.kind()).name + ")");
+  if (h < 0)
+    return DdsError(h, std::string("dds_create_writer(") + TopicQos(topic.kind()).name + ")");
   Writer w;
   w.kind_ = topic.kind();
   w.writes_ = std::make_unique<std::atomic<uint64_t>>(0);
@@ -316,7 +319,8 @@ Result<void> Writer::Write(const void* sample) {
   Result<void> result;
   if (TryLoanedWrite([&](void* dst) { std::memcpy(dst, sample, size); }, &result)) return result;
   const dds_return_t rc = dds_write(handle(), sample);
-  if (rc != DDS_RETCODE_OK) return DdsError(rc, std::string("dds_write(") + TopicQos(kind_).name + ")");
+  if (rc != DDS_RETCODE_OK)
+    return DdsError(rc, std::string("dds_write(") + TopicQos(kind_).name + ")");
   writes_->fetch_add(1);
   return {};
 }
@@ -327,7 +331,8 @@ Result<void> Writer::WriteInPlace(const std::function<void(void*)>& fill, void* 
   if (scratch == nullptr) return MakeError(ErrorCode::kInvalidArgument, "WriteInPlace: no scratch");
   fill(scratch);
   const dds_return_t rc = dds_write(handle(), scratch);
-  if (rc != DDS_RETCODE_OK) return DdsError(rc, std::string("dds_write(") + TopicQos(kind_).name + ")");
+  if (rc != DDS_RETCODE_OK)
+    return DdsError(rc, std::string("dds_write(") + TopicQos(kind_).name + ")");
   writes_->fetch_add(1);
   return {};
 }
@@ -382,7 +387,8 @@ Result<Reader> Reader::Create(const Participant& participant, const Topic& topic
                               uint32_t status_mask) {
   Qos q = ReaderQos(topic.kind());
   const dds_entity_t h = dds_create_reader(participant.handle(), topic.handle(), q.get(), nullptr);
-  if (h < 0) return DdsError(h, std::string("dds_create_reader(") + TopicQos(topic.kind()).name + ")");
+  if (h < 0)
+    return DdsError(h, std::string("dds_create_reader(") + TopicQos(topic.kind()).name + ")");
   Reader r;
   r.samples_ = std::make_unique<std::atomic<uint64_t>>(0);
   r.shm_samples_ = std::make_unique<std::atomic<uint64_t>>(0);
@@ -400,7 +406,8 @@ Result<int> Reader::TakeLoaned(
   void* buf[kBatch] = {};
   dds_sample_info_t infos[kBatch];
   const int want = max < kBatch ? max : kBatch;
-  const int n = dds_take(handle(), buf, infos, static_cast<size_t>(want), static_cast<uint32_t>(want));
+  const int n =
+      dds_take(handle(), buf, infos, static_cast<size_t>(want), static_cast<uint32_t>(want));
   if (n < 0) return DdsError(n, "dds_take");
   const bool shm = shared_memory();
   for (int i = 0; i < n; ++i) {
@@ -433,7 +440,8 @@ Result<uint32_t> Reader::MatchedWriters() const {
 
 Result<dds_guid_t> Reader::WriterParticipant(dds_instance_handle_t publication_handle) const {
   dds_builtintopic_endpoint_t* ep = dds_get_matched_publication_data(handle(), publication_handle);
-  if (ep == nullptr) return MakeError(ErrorCode::kInternal, "no matched publication data for writer handle");
+  if (ep == nullptr)
+    return MakeError(ErrorCode::kInternal, "no matched publication data for writer handle");
   dds_guid_t key = ep->participant_key;
   dds_builtintopic_free_endpoint(ep);
   return key;

@@ -66,7 +66,7 @@ class Domain {
 
   dds_domainid_t id() const { return id_; }
   dds_entity_t handle() const { return handle_; }
-  const std::string& config() const { return config_; }        // effective config string
+  const std::string& config() const { return config_; }  // effective config string
   bool shared_memory_requested() const { return shm_requested_; }
   bool shared_memory_enabled() const { return shm_enabled_; }  // requested and RouDi up
   // Human readable: "shared memory on (iceoryx)", "off: not enabled in config",
@@ -217,8 +217,8 @@ class Writer {
 };
 
 struct ReaderStats {
-  uint64_t samples = 0;       // valid samples taken
-  uint64_t shm_samples = 0;   // of which arrived while the reader had shared memory
+  uint64_t samples = 0;      // valid samples taken
+  uint64_t shm_samples = 0;  // of which arrived while the reader had shared memory
 };
 
 class Reader {
@@ -294,7 +294,9 @@ int32_t RawEnum(const E& e) {
 // (capacity - 1 bytes usable so the field stays NUL-terminated).
 bool CopyFixed(std::string_view text, char* dst, size_t capacity);
 template <size_t N>
-bool CopyFixed(std::string_view text, char (&dst)[N]) { return CopyFixed(text, dst, N); }
+bool CopyFixed(std::string_view text, char (&dst)[N]) {
+  return CopyFixed(text, dst, N);
+}
 // The text of a NUL-padded fixed char array.
 template <size_t N>
 std::string_view FixedView(const char (&src)[N]) {

@@ -20,8 +20,8 @@ std::string LedgerReport::ToString() const {
                   ", chunks " + std::to_string(chunks) + ", terminals " +
                   std::to_string(terminals) + "; by status:";
   static constexpr const char* kNames[kWireStatusCount] = {
-      "OK", "DONE", "CANCELLED", "DEADLINE_MISSED", "REJECTED",
-      "BUSY", "INVALID", "FORBIDDEN", "FAILED", "SHUTDOWN"};
+      "OK",   "DONE",    "CANCELLED", "DEADLINE_MISSED", "REJECTED",
+      "BUSY", "INVALID", "FORBIDDEN", "FAILED",          "SHUTDOWN"};
   for (int i = 0; i < kWireStatusCount; ++i) {
     if (by_status[i]) s += std::string(" ") + kNames[i] + "=" + std::to_string(by_status[i]);
   }

@@ -31,20 +31,18 @@ namespace ari::component {
 constexpr int kWireStatusCount = 10;  // ari_Status values
 
 struct LedgerReport {
-  uint64_t expected = 0;        // ids announced with Expect()
-  uint64_t with_terminal = 0;   // expected ids with >= 1 terminal chunk
-  uint64_t missing = 0;         // expected ids without a terminal chunk
-  uint64_t duplicates = 0;      // ids with more than one terminal chunk
-  uint64_t stray = 0;           // ids with a terminal chunk that were never expected
-  uint64_t chunks = 0;          // all chunks seen (terminal or not)
-  uint64_t terminals = 0;       // all terminal chunks seen
-  uint64_t bad_sequence = 0;    // terminal whose sequence number != chunks seen before it
+  uint64_t expected = 0;       // ids announced with Expect()
+  uint64_t with_terminal = 0;  // expected ids with >= 1 terminal chunk
+  uint64_t missing = 0;        // expected ids without a terminal chunk
+  uint64_t duplicates = 0;     // ids with more than one terminal chunk
+  uint64_t stray = 0;          // ids with a terminal chunk that were never expected
+  uint64_t chunks = 0;         // all chunks seen (terminal or not)
+  uint64_t terminals = 0;      // all terminal chunks seen
+  uint64_t bad_sequence = 0;   // terminal whose sequence number != chunks seen before it
   std::array<uint64_t, kWireStatusCount> by_status{};  // terminal statuses (ari_Status)
-  std::vector<std::string> examples;  // a few offending ids with what is wrong
+  std::vector<std::string> examples;                   // a few offending ids with what is wrong
 
-  bool ok() const {
-    return missing == 0 && duplicates == 0 && stray == 0 && bad_sequence == 0;
-  }
+  bool ok() const { return missing == 0 && duplicates == 0 && stray == 0 && bad_sequence == 0; }
   std::string ToString() const;
 };
 
@@ -67,7 +65,7 @@ class ChunkLedger {
 
  private:
   struct Entry {
-    uint32_t chunks = 0;     // non-terminal chunks
+    uint32_t chunks = 0;  // non-terminal chunks
     uint32_t terminals = 0;
     bool expected = false;
     bool bad_sequence = false;

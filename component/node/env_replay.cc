@@ -26,9 +26,12 @@ namespace {
 
 class DdsReplaySource final : public thermal::TemperatureSource {
  public:
-  DdsReplaySource(std::shared_ptr<const void> keep, std::mutex* mutex,
-                  const EnvSnapshot* latest, const thermal::Clock& clock, int64_t max_age_ns)
-      : keep_(std::move(keep)), mutex_(mutex), latest_(latest), clock_(clock),
+  DdsReplaySource(std::shared_ptr<const void> keep, std::mutex* mutex, const EnvSnapshot* latest,
+                  const thermal::Clock& clock, int64_t max_age_ns)
+      : keep_(std::move(keep)),
+        mutex_(mutex),
+        latest_(latest),
+        clock_(clock),
         validator_(thermal::ValidationLimits{.max_age_ns = max_age_ns}) {}
 
   void ReadInto(thermal::Reading& out) override {
@@ -77,7 +80,8 @@ EnvReplay::EnvReplay(const EnvReplayOptions& options)
 EnvReplay::~EnvReplay() { Stop(); }
 
 Result<void> EnvReplay::Start(std::shared_ptr<dds::Domain> domain) {
-  if (thread_.joinable()) return MakeError(ErrorCode::kInvalidArgument, "env replay: started twice");
+  if (thread_.joinable())
+    return MakeError(ErrorCode::kInvalidArgument, "env replay: started twice");
   auto pp = dds::Participant::Create(std::move(domain));
   if (!pp) return std::unexpected(pp.error());
   participant_ = std::move(*pp);

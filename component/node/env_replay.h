@@ -26,8 +26,8 @@
 #include "ari.h"
 #include "component/client/dds.h"
 #include "component/client/error.h"
-#include "thermal/memory_monitor.h"
 #include "thermal/clock.h"
+#include "thermal/memory_monitor.h"
 #include "thermal/source.h"
 
 namespace ari::component {
@@ -40,8 +40,8 @@ struct EnvSnapshot {
   double ambient_celsius = 0;  // NaN: unknown
   uint64_t memory_available_bytes = 0;
   uint32_t cpu_freq_cap_khz[ari_kMaxFreqClusters] = {};
-  int64_t received_ns = 0;     // node clock at reception
-  uint64_t samples = 0;        // samples received so far
+  int64_t received_ns = 0;  // node clock at reception
+  uint64_t samples = 0;     // samples received so far
 };
 
 struct EnvReplayOptions {

@@ -59,8 +59,7 @@ std::string ModelFileWatch::Check() {
   }
   std::lock_guard<std::mutex> l(mu_);
   if (!changed_.load(std::memory_order_relaxed)) {
-    why_ = "model file changed: " + path_.filename().string() + " " + why +
-           "; restart ari-node";
+    why_ = "model file changed: " + path_.filename().string() + " " + why + "; restart ari-node";
     changed_.store(true, std::memory_order_release);
   }
   return why_;

@@ -103,8 +103,8 @@ Result<config::NodeConfig> ParseNodeConfig(std::string_view text, std::string_vi
   CollectErrors errors(origin);
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(std::string(text), &cfg)) {
-    return MakeError(ErrorCode::kConfig, errors.text.empty() ? std::string(origin) + ": parse error"
-                                                             : errors.text);
+    return MakeError(ErrorCode::kConfig,
+                     errors.text.empty() ? std::string(origin) + ": parse error" : errors.text);
   }
   return cfg;
 }
@@ -152,9 +152,9 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
 Result<void> Node::InitLimits(const NodeOverrides& ov) {
   const config::NodeConfig& c = config_;
   const auto& lim = c.limits();
-  limits_.max_prompt_bytes =
-      lim.max_prompt_bytes() ? std::min<uint32_t>(lim.max_prompt_bytes(), ari_kPromptLen - 1)
-                             : ari_kPromptLen - 1;
+  limits_.max_prompt_bytes = lim.max_prompt_bytes()
+                                 ? std::min<uint32_t>(lim.max_prompt_bytes(), ari_kPromptLen - 1)
+                                 : ari_kPromptLen - 1;
   limits_.min_max_tokens = std::max<uint32_t>(1, lim.min_max_tokens());
   limits_.max_max_tokens = lim.max_max_tokens() ? lim.max_max_tokens() : 256;
   if (limits_.min_max_tokens > limits_.max_max_tokens) {
@@ -197,8 +197,8 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   const config::NodeConfig& c = config_;
   // Model (fallback when the main one does not load).
   runtime::EngineOptions eo = options;
-  std::filesystem::path model = ov.model.empty() ? Resolve(ov.base_dir, c.model_path())
-                                                 : std::filesystem::path(ov.model);
+  std::filesystem::path model =
+      ov.model.empty() ? Resolve(ov.base_dir, c.model_path()) : std::filesystem::path(ov.model);
   eo.model_path = model;
   auto engine = runtime::Engine::Create(eo);
   if (!engine && !c.fallback_model_path().empty()) {
@@ -208,8 +208,8 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
     engine = runtime::Engine::Create(eo);
   }
   if (!engine) {
-    return MakeError(ErrorCode::kConfig, "model " + model.string() + ": " +
-                                             engine.error().ToString());
+    return MakeError(ErrorCode::kConfig,
+                     "model " + model.string() + ": " + engine.error().ToString());
   }
   engine_ = std::move(*engine);
   // The mapped file must stay as loaded: each turn and chunk checks it (model_guard.h).
@@ -223,15 +223,13 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   model_text_ = model_name_;
   // Memory ladder: the fallback model is mapped only when the ladder asks for it (not
   // when it already serves as the main model because model_path failed to load).
-  if (const auto fb = Resolve(ov.base_dir, c.fallback_model_path());
-      !fb.empty() && fb != model) {
+  if (const auto fb = Resolve(ov.base_dir, c.fallback_model_path()); !fb.empty() && fb != model) {
     if (std::filesystem::exists(fb)) {
       runtime::EngineOptions fo = eo;
       fo.model_path = fb;
       fallback_ = std::make_unique<FallbackModel>(fo, tokenizer_);
     } else {
-      Log("fallback model %s not found: the memory ladder's fallback step is disabled",
-          fb.c_str());
+      Log("fallback model %s not found: the memory ladder's fallback step is disabled", fb.c_str());
     }
   }
   return {};
@@ -267,8 +265,8 @@ Result<void> Node::OpenTemperatureSource(const NodeOverrides& ov) {
     if (s && !(*s)->input_names().empty()) {
       src = std::move(*s);
     } else if (kind == config::SENSOR_SENSORS) {
-      return MakeError(ErrorCode::kConfig, "libsensors: " + (s ? (*s)->detail()
-                                                               : s.error().ToString()));
+      return MakeError(ErrorCode::kConfig,
+                       "libsensors: " + (s ? (*s)->detail() : s.error().ToString()));
     }
   }
   if (!src && (kind == config::SENSOR_SYSFS || kind == config::SENSOR_AUTO)) {
@@ -367,8 +365,7 @@ Result<void> Node::OpenTransport(const NodeOverrides& ov) {
     if (!d) return std::unexpected(d.error());
     domain = std::move(*d);
   }
-  auto transport = domain ? NodeTransport::Create(domain, topt)
-                          : NodeTransport::Create(dopt, topt);
+  auto transport = domain ? NodeTransport::Create(domain, topt) : NodeTransport::Create(dopt, topt);
   if (!transport) return std::unexpected(transport.error());
   transport_ = std::move(*transport);
   if (env_) {
@@ -379,10 +376,9 @@ Result<void> Node::OpenTransport(const NodeOverrides& ov) {
 
 void Node::LogSetup() const {
   Log("%s", transport_->Describe().c_str());
-  Log("model %s (%s), fallback %s, policy %s, sensor %s, memory %s",
-      model_name_.c_str(), engine_->has_pack() ? "pack" : "plain",
-      fallback_ ? fallback_->path().c_str() : "none", policy_->name.c_str(),
-      temperature_ ? std::string(temperature_->name()).c_str() : "none",
+  Log("model %s (%s), fallback %s, policy %s, sensor %s, memory %s", model_name_.c_str(),
+      engine_->has_pack() ? "pack" : "plain", fallback_ ? fallback_->path().c_str() : "none",
+      policy_->name.c_str(), temperature_ ? std::string(temperature_->name()).c_str() : "none",
       memory_source_ ? "injected"
       : memory_      ? memory_->Describe().c_str()
                      : "none");

@@ -18,8 +18,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -46,11 +46,11 @@ Result<config::NodeConfig> ParseNodeConfig(std::string_view text, std::string_vi
 Result<config::NodeConfig> LoadNodeConfig(const std::filesystem::path& path);
 
 struct NodeOverrides {
-  std::filesystem::path base_dir;   // relative paths in the config resolve against it
-  std::string model;                // non-empty: replaces model_path
-  int domain_id = -1;               // >= 0: replaces dds.domain_id
-  std::string cyclone_config;       // non-empty: replaces dds.cyclone_config
-  std::string policy;               // non-empty: replaces policy_path
+  std::filesystem::path base_dir;  // relative paths in the config resolve against it
+  std::string model;               // non-empty: replaces model_path
+  int domain_id = -1;              // >= 0: replaces dds.domain_id
+  std::string cyclone_config;      // non-empty: replaces dds.cyclone_config
+  std::string policy;              // non-empty: replaces policy_path
   // Tests and simulators: the memory reading the ladder sees (replaces the
   // MemoryMonitor), and a DDS domain shared with in-process clients.
   std::function<std::optional<thermal::MemoryReading>()> memory_source;
@@ -127,8 +127,7 @@ class Node final : public qos::ChunkSink {
   uint64_t AddLive(const ari_Request& request, const std::string& rid, const std::string& cid,
                    int64_t now, qos::SchedRequest& sr);
   // The terminal for a request the scheduler did not admit.
-  void RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st,
-                          qos::Urgency urgency);
+  void RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st, qos::Urgency urgency);
   void OnCancel(const ari_Cancel& cancel);
   void Refuse(const ari_Request& request, ari_Status status, std::string_view message);
   Result<std::vector<runtime::TokenId>> Tokenize(const ari_Request& request) const;

@@ -37,8 +37,8 @@ uint32_t Us(int64_t ns) {
 
 // The scheduler's request for an admitted one; its deadline counts from the sample's
 // source timestamp when there is one.
-qos::SchedRequest MakeSchedRequest(const ari_Request& request, const RequestInfo& info,
-                                   int64_t now, std::vector<runtime::TokenId> tokens) {
+qos::SchedRequest MakeSchedRequest(const ari_Request& request, const RequestInfo& info, int64_t now,
+                                   std::vector<runtime::TokenId> tokens) {
   qos::SchedRequest sr;
   sr.urgency = ToQos(request.urgency);
   sr.prompt = std::move(tokens);
@@ -64,8 +64,10 @@ qos::SchedRequest MakeSchedRequest(const ari_Request& request, const RequestInfo
 void Node::Refuse(const ari_Request& request, ari_Status status, std::string_view message) {
   const std::string_view rid = dds::FixedView(request.request_id);
   Log("refused %.*s: %s %.*s", static_cast<int>(rid.size()), rid.data(),
-      status == ari_STATUS_BUSY ? "BUSY" : status == ari_STATUS_INVALID ? "INVALID"
-      : status == ari_STATUS_SHUTDOWN ? "SHUTDOWN" : "REJECTED",
+      status == ari_STATUS_BUSY       ? "BUSY"
+      : status == ari_STATUS_INVALID  ? "INVALID"
+      : status == ari_STATUS_SHUTDOWN ? "SHUTDOWN"
+                                      : "REJECTED",
       static_cast<int>(message.size()), message.data());
   (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
@@ -76,7 +78,8 @@ void Node::Refuse(const ari_Request& request, ari_Status status, std::string_vie
     c.sequence_number = 0;
     c.terminal = true;
     c.status = status;
-    dds::CopyFixed(message.substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)), c.message);
+    dds::CopyFixed(message.substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)),
+                   c.message);
   });
 }
 
@@ -103,8 +106,9 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   Verdict v = ValidateRequest(request, limits_);
   if (!v.ok()) return Refuse(request, v.status, v.message);
   if (!MayAskCritical(request, info)) {
-    return Refuse(request, ari_STATUS_FORBIDDEN,
-                  "CRITICAL not allowed for this client identity (security.critical_identity_certs)");
+    return Refuse(
+        request, ari_STATUS_FORBIDDEN,
+        "CRITICAL not allowed for this client identity (security.critical_identity_certs)");
   }
   const std::string rid(dds::FixedView(request.request_id));
   const std::string cid(dds::FixedView(request.client_id));
@@ -171,8 +175,8 @@ bool Node::ScreenRequest(const std::string& rid, const std::string& cid, int64_t
   return true;
 }
 
-uint64_t Node::AddLive(const ari_Request& request, const std::string& rid,
-                       const std::string& cid, int64_t now, qos::SchedRequest& sr) {
+uint64_t Node::AddLive(const ari_Request& request, const std::string& rid, const std::string& cid,
+                       int64_t now, qos::SchedRequest& sr) {
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -315,14 +319,15 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
     c.sequence_number = lr.seq;
     c.terminal = true;
     c.status = status;
-    dds::CopyFixed(std::string_view(message).substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)),
-                   c.message);
+    dds::CopyFixed(
+        std::string_view(message).substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)),
+        c.message);
     c.timing.queue_wait_us = Us(ev.queue_wait_ns);
     c.timing.time_to_first_token_us = Us(ev.first_token_ns);
     c.timing.tokens_generated = static_cast<uint32_t>(std::max(0, ev.tokens_generated));
     if (lr.first_token_ns >= 0 && lr.tokens > 1) {
-      c.timing.tokens_per_s =
-          static_cast<float>((lr.tokens - 1) / (static_cast<double>(now - lr.first_token_ns) * 1e-9));
+      c.timing.tokens_per_s = static_cast<float>(
+          (lr.tokens - 1) / (static_cast<double>(now - lr.first_token_ns) * 1e-9));
     }
     dds::CopyFixed(std::string_view(decision).substr(0, sizeof c.decision - 1), c.decision);
   });
@@ -331,8 +336,8 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
 void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
   char knobs[160];
   qos::FormatKnobs(d.knobs, knobs, sizeof knobs);
-  std::string text = d.idle ? std::string("idle")
-                            : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs;
+  std::string text =
+      d.idle ? std::string("idle") : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs;
   std::string reason(d.Reason());
   {
     std::lock_guard<std::mutex> l(mu_);

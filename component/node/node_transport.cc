@@ -79,7 +79,8 @@ Result<std::unique_ptr<NodeTransport>> NodeTransport::Create(std::shared_ptr<dds
                                 std::pair{t->stop_guard_.handle(), kCookieStop}}) {
     if (auto r = t->waitset_.Attach(entity, cookie); !r) return std::unexpected(r.error());
   }
-  if (dds_return_t rc = dds_set_status_mask(t->chunk_writer_.handle(), DDS_PUBLICATION_MATCHED_STATUS);
+  if (dds_return_t rc =
+          dds_set_status_mask(t->chunk_writer_.handle(), DDS_PUBLICATION_MATCHED_STATUS);
       rc != DDS_RETCODE_OK) {
     return DdsError(rc, "dds_set_status_mask(chunk writer)");
   }
@@ -93,7 +94,8 @@ NodeTransport::~NodeTransport() { Stop(); }
 
 Result<void> NodeTransport::Start(RequestHandler on_request, CancelHandler on_cancel) {
   if (thread_.joinable()) return MakeError(ErrorCode::kClosed, "NodeTransport already started");
-  if (!on_request) return MakeError(ErrorCode::kInvalidArgument, "NodeTransport: no request handler");
+  if (!on_request)
+    return MakeError(ErrorCode::kInvalidArgument, "NodeTransport: no request handler");
   on_request_ = std::move(on_request);
   on_cancel_ = std::move(on_cancel);
   if (auto r = stop_guard_.TakeTriggered(); !r) return std::unexpected(r.error());
@@ -119,9 +121,12 @@ void NodeTransport::ReceiveLoop() {
     }
     bool stop = false;
     for (size_t i = 0; i < *n; ++i) {
-      if (fired[i] == kCookieStop) stop = true;
-      else if (fired[i] == kCookieRequest) HandleRequests();
-      else if (fired[i] == kCookieCancel) HandleCancels();
+      if (fired[i] == kCookieStop)
+        stop = true;
+      else if (fired[i] == kCookieRequest)
+        HandleRequests();
+      else if (fired[i] == kCookieCancel)
+        HandleCancels();
     }
     if (stop) return;
   }
@@ -241,13 +246,14 @@ Result<void> NodeTransport::PublishStatus(const ari_NodeStatus& status) {
 
 NodeTransportStats NodeTransport::stats() const {
   const dds::WriterStats w = chunk_writer_.stats();
-  return {requests_.load(), cancels_.load(), w.writes, w.loaned_writes, statuses_.load(),
-          receive_errors_.load(), publish_retries_.load()};
+  return {requests_.load(),       cancels_.load(),  w.writes,
+          w.loaned_writes,        statuses_.load(), receive_errors_.load(),
+          publish_retries_.load()};
 }
 
 std::string NodeTransport::Describe() const {
-  std::string s = "transport: domain " + std::to_string(domain().id()) + ", " +
-                  domain().shared_memory_note();
+  std::string s =
+      "transport: domain " + std::to_string(domain().id()) + ", " + domain().shared_memory_note();
   s += "; chunk writer shm=" + std::to_string(chunk_shared_memory() ? 1 : 0);
   s += ", request reader shm=" + std::to_string(request_shared_memory() ? 1 : 0);
   return s;

@@ -31,9 +31,9 @@ struct NodeTransportOptions {
 struct RequestInfo {
   int64_t source_timestamp_ns = 0;  // writer's clock at publication (deadline origin)
   int64_t reception_timestamp_ns = 0;
-  bool requester_matched = true;    // false: requester's chunk reader not seen in time
-  bool requester_known = false;     // requester below is valid
-  dds_guid_t requester{};           // participant GUID of the writer (identity under DDS Security)
+  bool requester_matched = true;  // false: requester's chunk reader not seen in time
+  bool requester_known = false;   // requester below is valid
+  dds_guid_t requester{};         // participant GUID of the writer (identity under DDS Security)
 };
 
 struct NodeTransportStats {

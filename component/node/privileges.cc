@@ -24,8 +24,8 @@ namespace {
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
 int LandlockAbi() {
-  const long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0,
-                             LANDLOCK_CREATE_RULESET_VERSION);
+  const long abi =
+      ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   return abi < 0 ? 0 : static_cast<int>(abi);
 }
 

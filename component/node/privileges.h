@@ -33,10 +33,10 @@ struct SandboxOptions {
 
 struct SandboxReport {
   bool no_new_privs = false;
-  int landlock_abi = 0;          // 0: kernel without Landlock (or disabled)
+  int landlock_abi = 0;  // 0: kernel without Landlock (or disabled)
   bool landlock_enforced = false;
-  int bounding_dropped = 0;      // capabilities removed from the bounding set
-  std::string note;              // human readable summary for the start-up log
+  int bounding_dropped = 0;  // capabilities removed from the bounding set
+  std::string note;          // human readable summary for the start-up log
 };
 
 // Call while single-threaded. Fails only when no_new_privs cannot be set or Landlock is

@@ -56,8 +56,8 @@ Verdict ValidateRequest(const ari_Request& r, const RequestLimits& limits) {
   size_t total = 0;
   if (r.n_turns > 0) {
     if (r.n_turns > ari_kMaxTurns) {
-      return Bad(ari_STATUS_INVALID, "n_turns " + std::to_string(r.n_turns) + " > " +
-                                         std::to_string(ari_kMaxTurns));
+      return Bad(ari_STATUS_INVALID,
+                 "n_turns " + std::to_string(r.n_turns) + " > " + std::to_string(ari_kMaxTurns));
     }
     for (uint32_t t = 0; t < r.n_turns; ++t) {
       const ari_ChatTurn& turn = r.turns[t];
@@ -126,8 +126,8 @@ bool RateLimiter::Allow(std::string_view client, int64_t now_ns) {
   }
   Bucket& b = it->second;
   if (now_ns > b.last_ns) {
-    b.tokens = std::min(burst_, b.tokens + static_cast<double>(now_ns - b.last_ns) * 1e-9 *
-                                               rate_per_s_);
+    b.tokens =
+        std::min(burst_, b.tokens + static_cast<double>(now_ns - b.last_ns) * 1e-9 * rate_per_s_);
     b.last_ns = now_ns;
   }
   if (b.tokens < 1.0) return false;

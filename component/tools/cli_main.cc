@@ -24,9 +24,8 @@ using namespace ari::component;
 using Clock = std::chrono::steady_clock;
 
 const char* StatusName(int32_t s) {
-  static const char* kNames[] = {"OK",       "DONE",  "CANCELLED", "DEADLINE_MISSED",
-                                 "REJECTED", "BUSY",  "INVALID",   "FORBIDDEN",
-                                 "FAILED",   "SHUTDOWN"};
+  static const char* kNames[] = {"OK",   "DONE",    "CANCELLED", "DEADLINE_MISSED", "REJECTED",
+                                 "BUSY", "INVALID", "FORBIDDEN", "FAILED",          "SHUTDOWN"};
   return s >= 0 && s < 10 ? kNames[s] : "?";
 }
 const char* UrgencyName(int32_t u) {
@@ -41,11 +40,14 @@ const char* NodeStateName(int32_t s) {
 int ExitCodeForStatus(int32_t status) {
   switch (status) {
     case ari_STATUS_DONE: return 0;
-    case ari_STATUS_REJECTED: case ari_STATUS_BUSY: case ari_STATUS_INVALID:
+    case ari_STATUS_REJECTED:
+    case ari_STATUS_BUSY:
+    case ari_STATUS_INVALID:
     case ari_STATUS_FORBIDDEN: return 5;
     case ari_STATUS_DEADLINE_MISSED: return 6;
     case ari_STATUS_CANCELLED: return 7;
-    case ari_STATUS_FAILED: case ari_STATUS_SHUTDOWN: return 8;
+    case ari_STATUS_FAILED:
+    case ari_STATUS_SHUTDOWN: return 8;
     default: return 9;
   }
 }
@@ -62,18 +64,19 @@ int ExitCodeForError(const Error& e) {
 
 void PrintStatus(const ari_NodeStatus& s) {
   const auto U = [&](int i) { return s.queue_depth[i]; };
-  std::printf("node %s %s seq %u up %llu ms | %.1f C (%s) | decision %s | reason %s | queues "
-              "C%u H%u N%u B%u | sessions %u/%u | mem %llu MiB | %.1f tok/s | model %s (%s)\n",
-              dds::FixedView(s.node_id).data(), NodeStateName(dds::RawEnum(s.state)), s.status_seq,
-              static_cast<unsigned long long>(s.uptime_ms), s.temperature_c,
-              dds::RawEnum(s.sensor_state) == ari_SENSOR_OK          ? "ok"
-              : dds::RawEnum(s.sensor_state) == ari_SENSOR_SIMULATED ? "simulated"
-              : dds::RawEnum(s.sensor_state) == ari_SENSOR_STALE     ? "stale"
-                                                                     : "missing",
-              dds::FixedView(s.decision).data(), dds::FixedView(s.reason).data(), U(3), U(2), U(1),
-              U(0), s.sessions_in_use, s.sessions_total,
-              static_cast<unsigned long long>(s.memory_available_bytes >> 20), s.tokens_per_s,
-              dds::FixedView(s.model).data(), dds::FixedView(s.pack).data());
+  std::printf(
+      "node %s %s seq %u up %llu ms | %.1f C (%s) | decision %s | reason %s | queues "
+      "C%u H%u N%u B%u | sessions %u/%u | mem %llu MiB | %.1f tok/s | model %s (%s)\n",
+      dds::FixedView(s.node_id).data(), NodeStateName(dds::RawEnum(s.state)), s.status_seq,
+      static_cast<unsigned long long>(s.uptime_ms), s.temperature_c,
+      dds::RawEnum(s.sensor_state) == ari_SENSOR_OK          ? "ok"
+      : dds::RawEnum(s.sensor_state) == ari_SENSOR_SIMULATED ? "simulated"
+      : dds::RawEnum(s.sensor_state) == ari_SENSOR_STALE     ? "stale"
+                                                             : "missing",
+      dds::FixedView(s.decision).data(), dds::FixedView(s.reason).data(), U(3), U(2), U(1), U(0),
+      s.sessions_in_use, s.sessions_total,
+      static_cast<unsigned long long>(s.memory_available_bytes >> 20), s.tokens_per_s,
+      dds::FixedView(s.model).data(), dds::FixedView(s.pack).data());
   std::fflush(stdout);
 }
 
@@ -98,11 +101,16 @@ int Ask(Client& client, std::vector<std::string>& args) {
     auto val = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
     if (a == "--urgency") {
       std::string u = val();
-      if (u == "critical") p.urgency = ari_URGENCY_CRITICAL;
-      else if (u == "high") p.urgency = ari_URGENCY_HIGH;
-      else if (u == "normal") p.urgency = ari_URGENCY_NORMAL;
-      else if (u == "background") p.urgency = ari_URGENCY_BACKGROUND;
-      else return Usage();
+      if (u == "critical")
+        p.urgency = ari_URGENCY_CRITICAL;
+      else if (u == "high")
+        p.urgency = ari_URGENCY_HIGH;
+      else if (u == "normal")
+        p.urgency = ari_URGENCY_NORMAL;
+      else if (u == "background")
+        p.urgency = ari_URGENCY_BACKGROUND;
+      else
+        return Usage();
     } else if (a == "--deadline-ms") {
       p.deadline_ms = static_cast<uint32_t>(std::strtoul(val().c_str(), nullptr, 10));
     } else if (a == "--session") {
@@ -129,8 +137,7 @@ int Ask(Client& client, std::vector<std::string>& args) {
     std::fprintf(stderr, "ari-cli: %s\n", stream.error().ToString().c_str());
     return ExitCodeForError(stream.error());
   }
-  std::fprintf(stderr, "request %s (%s)\n", stream->request_id().c_str(),
-               UrgencyName(p.urgency));
+  std::fprintf(stderr, "request %s (%s)\n", stream->request_id().c_str(), UrgencyName(p.urgency));
   const std::string tag = client.client_id();
   auto sum = stream->Wait([&](const ari_TokenChunk& c) {
     if (c.terminal) return;
@@ -174,10 +181,14 @@ int main(int argc, char** argv) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--domain" && i + 1 < argc) opt.domain.domain_id = std::atoi(argv[++i]);
-    else if (a == "--config" && i + 1 < argc) opt.domain.config = argv[++i];
-    else if (a == "--client" && i + 1 < argc) opt.client_id = argv[++i];
-    else break;
+    if (a == "--domain" && i + 1 < argc)
+      opt.domain.domain_id = std::atoi(argv[++i]);
+    else if (a == "--config" && i + 1 < argc)
+      opt.domain.config = argv[++i];
+    else if (a == "--client" && i + 1 < argc)
+      opt.client_id = argv[++i];
+    else
+      break;
   }
   if (i >= argc) return Usage();
   const std::string cmd = argv[i++];
@@ -192,10 +203,14 @@ int main(int argc, char** argv) {
   if (cmd == "status" || cmd == "watch") {
     long timeout_ms = 5000, count = cmd == "status" ? 1 : -1, duration_ms = -1;
     for (size_t k = 0; k + 1 < args.size(); k += 2) {
-      if (args[k] == "--timeout-ms") timeout_ms = std::atol(args[k + 1].c_str());
-      else if (args[k] == "--count") count = std::atol(args[k + 1].c_str());
-      else if (args[k] == "--duration-ms") duration_ms = std::atol(args[k + 1].c_str());
-      else return Usage();
+      if (args[k] == "--timeout-ms")
+        timeout_ms = std::atol(args[k + 1].c_str());
+      else if (args[k] == "--count")
+        count = std::atol(args[k + 1].c_str());
+      else if (args[k] == "--duration-ms")
+        duration_ms = std::atol(args[k + 1].c_str());
+      else
+        return Usage();
     }
     const auto end = duration_ms >= 0 ? Clock::now() + std::chrono::milliseconds(duration_ms)
                                       : Clock::time_point::max();
@@ -204,13 +219,12 @@ int main(int argc, char** argv) {
     for (long n = 0; count < 0 || n < count;) {
       auto wait = std::chrono::milliseconds(timeout_ms);
       if (end != Clock::time_point::max()) {
-        wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  end - Clock::now()));
+        wait = std::min(wait,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()));
         if (wait.count() <= 0) break;
       }
       auto s = c.WaitForNode(wait, [&](const ari_NodeStatus& st) {
-        return n == 0 || st.status_seq != last_seq ||
-               dds::FixedView(st.node_id) != last_node;
+        return n == 0 || st.status_seq != last_seq || dds::FixedView(st.node_id) != last_node;
       });
       if (!s) {
         if (n > 0 && cmd == "watch") continue;

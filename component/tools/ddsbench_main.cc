@@ -70,7 +70,8 @@ struct PhaseResult {
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))));
+  const size_t i = std::min(
+      v.size() - 1, static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))));
   return v[i];
 }
 
@@ -265,7 +266,8 @@ bool MeasureOverDds(const Args& a, const fs::path& dir, const std::string& cyclo
     r->loaned_requests = (*client)->request_stats().loaned_writes;
     r->ok = r->n_ttft > 0 && r->error[0] == '\0';
   } else {
-    Fail(r, client ? "node not seen (log " + (dir / "node.log").string() + ")" : client.error().ToString());
+    Fail(r, client ? "node not seen (log " + (dir / "node.log").string() + ")"
+                   : client.error().ToString());
   }
   stop.store(true);
   taker.join();
@@ -276,14 +278,16 @@ bool MeasureOverDds(const Args& a, const fs::path& dir, const std::string& cyclo
 void RunPhase(const Args& a, bool shm, PhaseResult* r) {
   const fs::path dir = fs::temp_directory_path() / ("ari-ddsbench-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  const std::string cyclone = SourceConfig(shm ? "cyclonedds-shm.xml" : "cyclonedds-lo.xml").string();
+  const std::string cyclone =
+      SourceConfig(shm ? "cyclonedds-shm.xml" : "cyclonedds-lo.xml").string();
   WriteNodeConfig(dir, a, shm, cyclone);
-  const pid_t node = Spawn({(SelfDir() / "ari-node").string(), "--config",
-                            (dir / "node.textproto").string()},
-                           dir / "node.log");
+  const pid_t node =
+      Spawn({(SelfDir() / "ari-node").string(), "--config", (dir / "node.textproto").string()},
+            dir / "node.log");
   // A failed setup returns at once: the node is left running, its directory in place.
   if (!MeasureOverDds(a, dir, cyclone, r)) return;
-  if (StopPid(node) != 0) std::fprintf(stderr, "ari-node did not exit 0 (log %s)\n", (dir / "node.log").c_str());
+  if (StopPid(node) != 0)
+    std::fprintf(stderr, "ari-node did not exit 0 (log %s)\n", (dir / "node.log").c_str());
   fs::remove_all(dir);
 }
 
@@ -326,16 +330,18 @@ void Report(const char* name, const PhaseResult& r, double inproc_med) {
   std::printf("      overhead (client-node TTFT)  p50 %8.1f us  p99 %8.1f us\n",
               Percentile(ov, 0.5), Percentile(ov, 0.99));
   std::printf("      client TTFT / in-process TTFT (medians): %.2fx, difference %.1f us\n",
-              inproc_med > 0 ? Percentile(ct, 0.5) / inproc_med : 0.0, Percentile(ct, 0.5) - inproc_med);
+              inproc_med > 0 ? Percentile(ct, 0.5) / inproc_med : 0.0,
+              Percentile(ct, 0.5) - inproc_med);
   std::printf("      chunk delivery     p50 %8.1f us  p99 %8.1f us  max %8.1f us  (%d chunks)\n",
-              Percentile(lat, 0.5), Percentile(lat, 0.99), lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end()),
-              r.n_lat);
+              Percentile(lat, 0.5), Percentile(lat, 0.99),
+              lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end()), r.n_lat);
 }
 
 int Usage() {
-  std::fprintf(stderr,
-               "usage: ari-ddsbench --model FILE.gguf [--requests N (<=500)] [--max-tokens N]\n"
-               "                    [--domain N] [--shm auto|on|off] [--urgency critical|normal]\n");
+  std::fprintf(
+      stderr,
+      "usage: ari-ddsbench --model FILE.gguf [--requests N (<=500)] [--max-tokens N]\n"
+      "                    [--domain N] [--shm auto|on|off] [--urgency critical|normal]\n");
   return 2;
 }
 
@@ -347,14 +353,22 @@ int main(int argc, char** argv) {
     const std::string k = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (v == nullptr) return Usage();
-    if (k == "--model") a.model = v;
-    else if (k == "--requests") a.requests = std::clamp(std::atoi(v), 1, 500);
-    else if (k == "--max-tokens") a.max_tokens = static_cast<uint32_t>(std::clamp(std::atoi(v), 1, 256));
-    else if (k == "--domain") a.domain = std::atoi(v);
-    else if (k == "--shm") a.shm = v;
-    else if (k == "--urgency" && (std::string(v) == "critical" || std::string(v) == "normal")) a.urgency = v;
-    else if (k == "--phase") a.phase = v;
-    else return Usage();
+    if (k == "--model")
+      a.model = v;
+    else if (k == "--requests")
+      a.requests = std::clamp(std::atoi(v), 1, 500);
+    else if (k == "--max-tokens")
+      a.max_tokens = static_cast<uint32_t>(std::clamp(std::atoi(v), 1, 256));
+    else if (k == "--domain")
+      a.domain = std::atoi(v);
+    else if (k == "--shm")
+      a.shm = v;
+    else if (k == "--urgency" && (std::string(v) == "critical" || std::string(v) == "normal"))
+      a.urgency = v;
+    else if (k == "--phase")
+      a.phase = v;
+    else
+      return Usage();
   }
   if (a.model.empty()) return Usage();
   if (!a.phase.empty()) {  // child
@@ -368,9 +382,10 @@ int main(int argc, char** argv) {
   if (inproc.empty()) return 1;
   const std::vector<double> measured(inproc.begin() + 5, inproc.end());
   const double inproc_med = Percentile(measured, 0.5);
-  std::printf("ari-ddsbench: model %s, prompt \"%s\", max_tokens %u, urgency %s, %d requests "
-              "(+5 warm-up), domain %d\n", a.model.c_str(), a.prompt.c_str(), a.max_tokens,
-              a.urgency.c_str(), a.requests, a.domain);
+  std::printf(
+      "ari-ddsbench: model %s, prompt \"%s\", max_tokens %u, urgency %s, %d requests "
+      "(+5 warm-up), domain %d\n",
+      a.model.c_str(), a.prompt.c_str(), a.max_tokens, a.urgency.c_str(), a.requests, a.domain);
   {
     std::ifstream la("/proc/loadavg");
     std::string l1, l5, l15;
@@ -378,7 +393,8 @@ int main(int argc, char** argv) {
     std::printf("machine: %u CPUs online, load average %s %s %s (shared machine: expect noise)\n",
                 std::thread::hardware_concurrency(), l1.c_str(), l5.c_str(), l15.c_str());
   }
-  std::printf("in-process TTFT       p50 %8.1f us  p99 %8.1f us\n", inproc_med, Percentile(measured, 0.99));
+  std::printf("in-process TTFT       p50 %8.1f us  p99 %8.1f us\n", inproc_med,
+              Percentile(measured, 0.99));
   int rc = 0;
   if (a.shm != "on") {
     auto off = std::make_unique<PhaseResult>();
@@ -393,7 +409,8 @@ int main(int argc, char** argv) {
     if (dds::RoudiReachable()) {
       std::printf("on    skipped: an iox-roudi this program did not start is running\n");
     } else {
-      const fs::path roudi_log = fs::temp_directory_path() / ("ari-ddsbench-roudi-" + std::to_string(getpid()) + ".log");
+      const fs::path roudi_log =
+          fs::temp_directory_path() / ("ari-ddsbench-roudi-" + std::to_string(getpid()) + ".log");
       const pid_t roudi = StartRoudi(roudi_log);
       if (roudi == 0) {
         std::printf("on    skipped: iox-roudi did not start (log %s)\n", roudi_log.c_str());

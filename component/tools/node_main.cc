@@ -75,7 +75,8 @@ std::optional<int> ParseArgs(int argc, char** argv, NodeArgs& args) {
 
 // Sandbox while still single-threaded: every thread started later inherits it. False
 // when it failed (said on stderr).
-bool EnterNodeSandbox(const ari::config::NodeConfig& config, const std::filesystem::path& base_dir) {
+bool EnterNodeSandbox(const ari::config::NodeConfig& config,
+                      const std::filesystem::path& base_dir) {
   using namespace ari::component;
   SandboxOptions sandbox;
   sandbox.landlock = !config.privileges().no_landlock();

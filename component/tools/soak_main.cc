@@ -84,16 +84,26 @@ std::optional<SoakArgs> ParseArgs(int argc, char** argv) {
       return std::nullopt;
     }
     ++i;
-    if (a == "--domain") o.base.domain.domain_id = static_cast<uint32_t>(std::atoi(v));
-    else if (a == "--config") o.base.domain.config = v;
-    else if (a == "--minutes") o.minutes = std::atof(v);
-    else if (a == "--clients") o.clients = std::max(1, std::atoi(v));
-    else if (a == "--warmup-s") o.warmup_s = std::atof(v);
-    else if (a == "--window-s") o.window_s = std::max(1.0, std::atof(v));
-    else if (a == "--node-pid") o.node_pid = std::atol(v);
-    else if (a == "--burst-every-s") o.burst_every_s = std::atof(v);
-    else if (a == "--burst") o.burst = std::atoi(v);
-    else if (a == "--think-ms") o.think_min_ms = std::max(0, std::atoi(v));
+    if (a == "--domain")
+      o.base.domain.domain_id = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--config")
+      o.base.domain.config = v;
+    else if (a == "--minutes")
+      o.minutes = std::atof(v);
+    else if (a == "--clients")
+      o.clients = std::max(1, std::atoi(v));
+    else if (a == "--warmup-s")
+      o.warmup_s = std::atof(v);
+    else if (a == "--window-s")
+      o.window_s = std::max(1.0, std::atof(v));
+    else if (a == "--node-pid")
+      o.node_pid = std::atol(v);
+    else if (a == "--burst-every-s")
+      o.burst_every_s = std::atof(v);
+    else if (a == "--burst")
+      o.burst = std::atoi(v);
+    else if (a == "--think-ms")
+      o.think_min_ms = std::max(0, std::atoi(v));
     else {
       std::fprintf(stderr, "ari-soak: unknown argument %s\n", a.c_str());
       return std::nullopt;
@@ -200,8 +210,7 @@ void Soak::FinishStream(Stream& s, int urgency, Clock::time_point start) {
   if (!terminal) {
     if (stream_errors_.fetch_add(1) < 5) {
       std::fprintf(stderr, "ari-soak: %s ended without a terminal chunk: %s\n",
-                   s.request_id().c_str(),
-                   waited ? "?" : waited.error().ToString().c_str());
+                   s.request_id().c_str(), waited ? "?" : waited.error().ToString().c_str());
     }
     return;
   }
@@ -219,8 +228,10 @@ void Soak::ClientLoop(int c) {
     for (int k = 0; k < n; ++k) {
       const int r = static_cast<int>(rng() % 100);
       AskParams p;
-      p.urgency = r < 5 ? ari_URGENCY_CRITICAL : r < 20 ? ari_URGENCY_HIGH
-                : r < 60 ? ari_URGENCY_NORMAL : ari_URGENCY_BACKGROUND;
+      p.urgency = r < 5    ? ari_URGENCY_CRITICAL
+                  : r < 20 ? ari_URGENCY_HIGH
+                  : r < 60 ? ari_URGENCY_NORMAL
+                           : ari_URGENCY_BACKGROUND;
       p.prompt = kPrompts[rng() % std::size(kPrompts)];
       p.max_tokens = 2 + static_cast<uint32_t>(rng() % 23);
       const auto start = Clock::now();
@@ -241,7 +252,8 @@ void Soak::ClientLoop(int c) {
       waiters.emplace_back([this, &s = s, u = u, start = start] { FinishStream(s, u, start); });
     }
     for (auto& w : waiters) w.join();
-    std::this_thread::sleep_for(std::chrono::milliseconds(a_.think_min_ms + rng() % a_.think_span_ms));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(a_.think_min_ms + rng() % a_.think_span_ms));
   }
 }
 
@@ -263,15 +275,15 @@ void Soak::ReportWindow(size_t w) {
     rss = windows_[w].rss_kb;
   }
   const double window_s = a_.window_s;
-  std::printf("window %2zu [%4.0f-%4.0f s] n=%5zu DONE %zu BUSY %zu REJ %zu DL %zu | e2e ms p50 "
-              "%.1f p90 %.1f p99 %.1f max %.1f | first ms p50 %.1f p99 %.1f | CRITICAL e2e "
-              "p50 %.1f p99 %.1f first p99 %.1f | node RSS %ld kB\n",
-              w, w * window_s, (w + 1) * window_s, lat.size(),
-              static_cast<size_t>(st[ari_STATUS_DONE]), static_cast<size_t>(st[ari_STATUS_BUSY]),
-              static_cast<size_t>(st[ari_STATUS_REJECTED]),
-              static_cast<size_t>(st[ari_STATUS_DEADLINE_MISSED]), Pct(lat, 0.5),
-              Pct(lat, 0.9), Pct(lat, 0.99), Pct(lat, 1.0), Pct(first, 0.5), Pct(first, 0.99),
-              Pct(crit_lat, 0.5), Pct(crit_lat, 0.99), Pct(crit_first, 0.99), rss);
+  std::printf(
+      "window %2zu [%4.0f-%4.0f s] n=%5zu DONE %zu BUSY %zu REJ %zu DL %zu | e2e ms p50 "
+      "%.1f p90 %.1f p99 %.1f max %.1f | first ms p50 %.1f p99 %.1f | CRITICAL e2e "
+      "p50 %.1f p99 %.1f first p99 %.1f | node RSS %ld kB\n",
+      w, w * window_s, (w + 1) * window_s, lat.size(), static_cast<size_t>(st[ari_STATUS_DONE]),
+      static_cast<size_t>(st[ari_STATUS_BUSY]), static_cast<size_t>(st[ari_STATUS_REJECTED]),
+      static_cast<size_t>(st[ari_STATUS_DEADLINE_MISSED]), Pct(lat, 0.5), Pct(lat, 0.9),
+      Pct(lat, 0.99), Pct(lat, 1.0), Pct(first, 0.5), Pct(first, 0.99), Pct(crit_lat, 0.5),
+      Pct(crit_lat, 0.99), Pct(crit_first, 0.99), rss);
   std::fflush(stdout);
 }
 
@@ -311,18 +323,23 @@ int Soak::Finish() {
     if (t < a_.warmup_s || kb < 0) continue;
     lo = lo < 0 ? kb : std::min(lo, kb);
     hi = std::max(hi, kb);
-    sx += t; sy += static_cast<double>(kb); sxx += t * t; sxy += t * static_cast<double>(kb);
+    sx += t;
+    sy += static_cast<double>(kb);
+    sxx += t * t;
+    sxy += t * static_cast<double>(kb);
     ++n;
   }
   const double slope = n > 1 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) * 60.0 : NAN;
-  std::printf("soak: %.1f min, %d clients, sent %llu (send errors %llu, streams without "
-              "terminal %llu)\n",
-              a_.minutes, a_.clients, static_cast<unsigned long long>(sent_.load()),
-              static_cast<unsigned long long>(send_errors_.load()),
-              static_cast<unsigned long long>(stream_errors_.load()));
-  std::printf("node RSS after %.0f s warm-up: min %ld kB, max %ld kB (spread %ld kB), slope "
-              "%.1f kB/min over %d samples\n",
-              a_.warmup_s, lo, hi, hi - lo, slope, n);
+  std::printf(
+      "soak: %.1f min, %d clients, sent %llu (send errors %llu, streams without "
+      "terminal %llu)\n",
+      a_.minutes, a_.clients, static_cast<unsigned long long>(sent_.load()),
+      static_cast<unsigned long long>(send_errors_.load()),
+      static_cast<unsigned long long>(stream_errors_.load()));
+  std::printf(
+      "node RSS after %.0f s warm-up: min %ld kB, max %ld kB (spread %ld kB), slope "
+      "%.1f kB/min over %d samples\n",
+      a_.warmup_s, lo, hi, hi - lo, slope, n);
   std::printf("ledger (%s): %s\n", complete ? "complete" : "INCOMPLETE", lr.ToString().c_str());
   return complete && lr.ok() && lr.expected == sent_.load() ? 0 : 4;
 }

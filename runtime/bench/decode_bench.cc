@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "runtime/bench/read_sum.h"
-#include "runtime/kernels/kernels.h"
 #include "runtime/core/thread_pool.h"
+#include "runtime/kernels/kernels.h"
 
 namespace ari::runtime::kernels {
 namespace {
@@ -105,7 +105,7 @@ void BmMemRead(benchmark::State& state) {
 struct Stack {
   PackedPrecision p = PackedPrecision::kW8;
   Buffer data;
-  std::vector<PackedMatrix> mats;          // 7 per layer: q k v o gate up down
+  std::vector<PackedMatrix> mats;            // 7 per layer: q k v o gate up down
   std::vector<std::vector<int>> dispatches;  // the engine's groups (indices into mats)
   int64_t bytes = 0;
 };
@@ -118,7 +118,7 @@ const Stack& GetStack(PackedPrecision p) {
   s = std::make_unique<Stack>();
   s->p = p;
   const int64_t dim = 2048, kv = 256, ffn = 5632;
-  const int64_t shapes[7][2] = {{dim, dim}, {kv, dim}, {kv, dim}, {dim, dim},
+  const int64_t shapes[7][2] = {{dim, dim}, {kv, dim},  {kv, dim}, {dim, dim},
                                 {ffn, dim}, {ffn, dim}, {dim, ffn}};
   int64_t layer_bytes = 0;
   for (const auto& sh : shapes) layer_bytes += PackedBytes(p, sh[0], sh[1]);
@@ -212,7 +212,8 @@ void BmDecodeGemvs(benchmark::State& state, PackedPrecision p, int threads, int6
     } else {
       for (const auto& g : s.dispatches) {
         int64_t min_blocks = RowBlocks(s.mats[static_cast<size_t>(g[0])].rows);
-        for (int m : g) min_blocks = std::min(min_blocks, RowBlocks(s.mats[static_cast<size_t>(m)].rows));
+        for (int m : g)
+          min_blocks = std::min(min_blocks, RowBlocks(s.mats[static_cast<size_t>(m)].rows));
         job.group = &g;
         job.pieces = std::clamp<int64_t>(threads * per_thread, 1, min_blocks);
         pool.RunUnits(&EngineUnit, &job, static_cast<int64_t>(g.size()) * job.pieces, threads);
@@ -242,7 +243,11 @@ void BmPoolDispatch(benchmark::State& state) {
 
 void RegisterAll() {
   benchmark::RegisterBenchmark("MemRead", BmMemRead)
-      ->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+      ->Arg(1)
+      ->Arg(2)
+      ->ArgName("threads")
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   for (PackedPrecision p : {PackedPrecision::kW4, PackedPrecision::kW8}) {
     const std::string prec = p == PackedPrecision::kW8 ? "W8A16" : "W4A8";
     for (int t : {1, 2}) {
@@ -257,7 +262,11 @@ void RegisterAll() {
     }
   }
   benchmark::RegisterBenchmark("PoolDispatch", BmPoolDispatch)
-      ->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
+      ->Arg(1)
+      ->Arg(2)
+      ->ArgName("threads")
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace

@@ -99,8 +99,7 @@ Activations MakeActivations(int64_t n, int64_t cols) {
   return a;
 }
 
-void BmGemv(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t rows,
-            int64_t cols) {
+void BmGemv(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t rows, int64_t cols) {
   const KernelTable& k = KernelsFor(tier);
   const Weights& w = GetWeights(p, rows, cols, /*streaming=*/true);
   const Activations a = MakeActivations(1, cols);
@@ -120,8 +119,8 @@ void BmGemv(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t ro
   state.SetBytesProcessed(state.iterations() * w.bytes);
 }
 
-void BmGemm(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t rows,
-            int64_t cols, int64_t n) {
+void BmGemm(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t rows, int64_t cols,
+            int64_t n) {
   const KernelTable& k = KernelsFor(tier);
   const Weights& w = GetWeights(p, rows, cols, /*streaming=*/false);
   const Activations a = MakeActivations(n, cols);
@@ -187,8 +186,8 @@ void RegisterAll() {
         benchmark::RegisterBenchmark(gemv.c_str(), BmGemv, tier, p, s.rows, s.cols)
             ->Unit(benchmark::kMicrosecond);
         // The scalar GEMM only at a small N (it is the reference, not a prefill path).
-        for (int64_t n : tier == IsaTier::kScalar ? std::vector<int64_t>{4}
-                                                  : std::vector<int64_t>{16, 128}) {
+        for (int64_t n :
+             tier == IsaTier::kScalar ? std::vector<int64_t>{4} : std::vector<int64_t>{16, 128}) {
           std::string gemm = "Gemm";
           gemm.append(prec).append("/").append(t).append("/").append(s.name);
           gemm.append("/n").append(std::to_string(n));

@@ -13,12 +13,12 @@
 #include <random>
 #include <vector>
 
+#include "runtime/core/tensor_types.h"
 #include "runtime/engine/engine.h"
-#include "runtime/model/model.h"
 #include "runtime/engine/paging.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/kv_int8.h"
-#include "runtime/core/tensor_types.h"
+#include "runtime/model/model.h"
 
 namespace ari::runtime {
 namespace {

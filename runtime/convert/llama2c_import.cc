@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/gguf/gguf.h"
 #include "runtime/core/mapped_file.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace ari::runtime {
@@ -114,10 +114,9 @@ class Importer {
       const std::string name = TensorName(g, l);
       const int64_t numel = g.rows * g.cols;
       if (numel % gs != 0) {
-        return MakeError(ErrorCode::kFormat, r_.what() + ": " + name + " has " +
-                                                 std::to_string(numel) +
-                                                 " values, not a multiple of group size " +
-                                                 std::to_string(gs));
+        return MakeError(ErrorCode::kFormat,
+                         r_.what() + ": " + name + " has " + std::to_string(numel) +
+                             " values, not a multiple of group size " + std::to_string(gs));
       }
       auto q = r_.Take(static_cast<uint64_t>(numel), name + " int8 values");
       if (!q) return std::unexpected(q.error());
@@ -205,24 +204,23 @@ Result<Llama2cHeader> ReadLlama2cHeader(std::span<const std::byte> bytes) {
       if (!gs) return std::unexpected(gs.error());
       h.group_size = *gs;
       if (h.group_size <= 0 || h.group_size > (1 << 16)) {
-        return MakeError(ErrorCode::kFormat, "llama2.c checkpoint: bad group size " +
-                                                 std::to_string(h.group_size));
+        return MakeError(ErrorCode::kFormat,
+                         "llama2.c checkpoint: bad group size " + std::to_string(h.group_size));
       }
     }
     h.header_bytes = kV12HeaderBytes;
   }
   const int32_t max_dim = 1 << 20;
-  for (int32_t x : {h.dim, h.hidden_dim, h.n_layers, h.n_heads, h.n_kv_heads, h.vocab_size,
-                    h.seq_len}) {
+  for (int32_t x :
+       {h.dim, h.hidden_dim, h.n_layers, h.n_heads, h.n_kv_heads, h.vocab_size, h.seq_len}) {
     if (x <= 0 || x > max_dim) {
-      return MakeError(ErrorCode::kFormat,
-                       "llama2.c checkpoint: config value " + std::to_string(x) +
-                           " out of range (dim " + std::to_string(h.dim) + ", hidden " +
-                           std::to_string(h.hidden_dim) + ", layers " +
-                           std::to_string(h.n_layers) + ", heads " + std::to_string(h.n_heads) +
-                           "/" + std::to_string(h.n_kv_heads) + ", vocab " +
-                           std::to_string(h.vocab_size) + ", seq_len " +
-                           std::to_string(h.seq_len) + "); not a llama2.c checkpoint?");
+      return MakeError(
+          ErrorCode::kFormat,
+          "llama2.c checkpoint: config value " + std::to_string(x) + " out of range (dim " +
+              std::to_string(h.dim) + ", hidden " + std::to_string(h.hidden_dim) + ", layers " +
+              std::to_string(h.n_layers) + ", heads " + std::to_string(h.n_heads) + "/" +
+              std::to_string(h.n_kv_heads) + ", vocab " + std::to_string(h.vocab_size) +
+              ", seq_len " + std::to_string(h.seq_len) + "); not a llama2.c checkpoint?");
     }
   }
   if (h.dim % h.n_heads != 0 || h.n_heads % h.n_kv_heads != 0 || (h.dim / h.n_heads) % 2 != 0) {
@@ -281,15 +279,15 @@ Result<Llama2cImportReport> ImportLlama2cCheckpoint(std::span<const std::byte> b
   auto fp32 = [&](const Group& g) { return im.Fp32(g); };
   auto q80 = [&](const Group& g) { return im.Q80(g); };
   if (h.version == 0) {
-    for (const Group* g : {&tok, &att_norm, &wq, &wk, &wv, &wo, &ffn_norm, &w1, &w2, &w3,
-                           &out_norm}) {
+    for (const Group* g :
+         {&tok, &att_norm, &wq, &wk, &wv, &wo, &ffn_norm, &w1, &w2, &w3, &out_norm}) {
       run(fp32, *g);
     }
     if (ok) ok = im.Skip(static_cast<uint64_t>(h.seq_len) * head * 4, "freq_cis_real/imag");
     if (!h.shared_classifier) run(fp32, cls);
   } else if (h.version == 1) {
-    for (const Group* g : {&att_norm, &ffn_norm, &out_norm, &tok, &wq, &wk, &wv, &wo, &w1, &w2,
-                           &w3}) {
+    for (const Group* g :
+         {&att_norm, &ffn_norm, &out_norm, &tok, &wq, &wk, &wv, &wo, &w1, &w2, &w3}) {
       run(fp32, *g);
     }
     if (!h.shared_classifier) run(fp32, cls);
@@ -300,10 +298,10 @@ Result<Llama2cImportReport> ImportLlama2cCheckpoint(std::span<const std::byte> b
   }
   if (!ok) return std::unexpected(ok.error());
   if (r.left() != 0) {
-    return MakeError(ErrorCode::kFormat,
-                     "llama2.c checkpoint: " + std::to_string(r.left()) +
-                         " unexpected bytes after the weights at offset " +
-                         std::to_string(r.offset()) + " (config does not match the file?)");
+    return MakeError(ErrorCode::kFormat, "llama2.c checkpoint: " + std::to_string(r.left()) +
+                                             " unexpected bytes after the weights at offset " +
+                                             std::to_string(r.offset()) +
+                                             " (config does not match the file?)");
   }
   out.SetUint32("general.file_type", rep.tensors_q8_0 > 0 ? 7u : 0u);  // MOSTLY_Q8_0 / ALL_F32
   return rep;
@@ -343,9 +341,12 @@ Result<void> ImportLlama2cTokenizer(std::span<const std::byte> bytes, int32_t vo
                          std::isxdigit(static_cast<unsigned char>(piece[3])) &&
                          std::isxdigit(static_cast<unsigned char>(piece[4]));
     int32_t type = static_cast<int32_t>(TokenAttr::kNormal);
-    if (i == 0) type = static_cast<int32_t>(TokenAttr::kUnknown);
-    else if (i == 1 || i == 2) type = static_cast<int32_t>(TokenAttr::kControl);
-    else if (is_byte) type = static_cast<int32_t>(TokenAttr::kByte);
+    if (i == 0)
+      type = static_cast<int32_t>(TokenAttr::kUnknown);
+    else if (i == 1 || i == 2)
+      type = static_cast<int32_t>(TokenAttr::kControl);
+    else if (is_byte)
+      type = static_cast<int32_t>(TokenAttr::kByte);
     tokens.push_back(std::move(piece));
     scores.push_back(*score);
     types.push_back(type);

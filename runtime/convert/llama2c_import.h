@@ -68,8 +68,8 @@ Result<Llama2cImportReport> ImportLlama2cCheckpoint(std::span<const std::byte> c
 
 // Adds tokenizer.ggml.* metadata (model "llama", tokens, scores, token_type, bos 1, eos 2,
 // unk 0, add_bos, add_space_prefix) from a llama2.c tokenizer.bin holding vocab_size tokens.
-Result<void> ImportLlama2cTokenizer(std::span<const std::byte> tokenizer_bin,
-                                    int32_t vocab_size, GgufWriter& out);
+Result<void> ImportLlama2cTokenizer(std::span<const std::byte> tokenizer_bin, int32_t vocab_size,
+                                    GgufWriter& out);
 
 // Files in, GGUF file out (what ari-convert does).
 Result<Llama2cImportReport> ConvertLlama2c(const std::filesystem::path& checkpoint,

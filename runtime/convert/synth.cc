@@ -65,9 +65,7 @@ uint32_t FileType(TensorType t) {  // llama_ftype
 // Encodes one row of floats into `type`.
 void EncodeRow(TensorType type, const float* src, std::byte* dst, int64_t n) {
   switch (type) {
-    case TensorType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case TensorType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case TensorType::kF16:
     case TensorType::kBF16:
       for (int64_t i = 0; i < n; ++i) {
@@ -76,9 +74,7 @@ void EncodeRow(TensorType type, const float* src, std::byte* dst, int64_t n) {
       }
       return;
     case TensorType::kQ8_0:
-    case TensorType::kQ4_0:
-      QuantizeRow(type, src, dst, n);
-      return;
+    case TensorType::kQ4_0: QuantizeRow(type, src, dst, n); return;
   }
 }
 
@@ -105,8 +101,7 @@ GgufWriter::TensorFiller MakeFiller(TensorPlan plan, uint64_t seed) {
     std::vector<float> row(static_cast<size_t>(row_len));
     for (int64_t r = 0; r < rows; ++r) {
       FillUniform(state, plan.center, plan.half_width, row.data(), row_len);
-      EncodeRow(plan.type, row.data(), out.data() + static_cast<uint64_t>(r) * *row_bytes,
-                row_len);
+      EncodeRow(plan.type, row.data(), out.data() + static_cast<uint64_t>(r) * *row_bytes, row_len);
     }
     return {};
   };
@@ -169,8 +164,9 @@ Result<int64_t> VocabSize(const GgufFile& vocab) {
   }
   if (tokens->elem_type != GgufValueType::kString || tokens->count == 0 ||
       tokens->count > (1u << 24)) {
-    return MakeError(ErrorCode::kFormat, vocab.name() + ": tokenizer.ggml.tokens must be a "
-                                                        "non-empty string array");
+    return MakeError(ErrorCode::kFormat, vocab.name() +
+                                             ": tokenizer.ggml.tokens must be a "
+                                             "non-empty string array");
   }
   return static_cast<int64_t>(tokens->count);
 }

@@ -19,8 +19,8 @@
 #include <string_view>
 
 #include "runtime/core/error.h"
-#include "runtime/gguf/gguf.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/gguf/gguf.h"
 
 namespace ari::runtime {
 

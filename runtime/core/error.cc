@@ -15,8 +15,6 @@ std::string_view ErrorCodeName(ErrorCode code) {
   return "unknown";
 }
 
-std::string Error::ToString() const {
-  return std::string(ErrorCodeName(code)) + ": " + message;
-}
+std::string Error::ToString() const { return std::string(ErrorCodeName(code)) + ": " + message; }
 
 }  // namespace ari::runtime

@@ -13,16 +13,11 @@ static_assert(std::endian::native == std::endian::little, "GGUF data is little-e
 
 std::string_view TensorTypeName(TensorType t) {
   switch (t) {
-    case TensorType::kF32:
-      return "F32";
-    case TensorType::kF16:
-      return "F16";
-    case TensorType::kQ4_0:
-      return "Q4_0";
-    case TensorType::kQ8_0:
-      return "Q8_0";
-    case TensorType::kBF16:
-      return "BF16";
+    case TensorType::kF32: return "F32";
+    case TensorType::kF16: return "F16";
+    case TensorType::kQ4_0: return "Q4_0";
+    case TensorType::kQ8_0: return "Q8_0";
+    case TensorType::kBF16: return "BF16";
   }
   return "unknown";
 }
@@ -33,8 +28,7 @@ bool IsSupportedTensorType(uint32_t raw) {
     case TensorType::kF16:
     case TensorType::kQ4_0:
     case TensorType::kQ8_0:
-    case TensorType::kBF16:
-      return true;
+    case TensorType::kBF16: return true;
   }
   return false;
 }
@@ -42,24 +36,18 @@ bool IsSupportedTensorType(uint32_t raw) {
 int64_t BlockSize(TensorType t) {
   switch (t) {
     case TensorType::kQ4_0:
-    case TensorType::kQ8_0:
-      return kQuantGroup;
-    default:
-      return 1;
+    case TensorType::kQ8_0: return kQuantGroup;
+    default: return 1;
   }
 }
 
 int64_t BlockBytes(TensorType t) {
   switch (t) {
-    case TensorType::kF32:
-      return 4;
+    case TensorType::kF32: return 4;
     case TensorType::kF16:
-    case TensorType::kBF16:
-      return 2;
-    case TensorType::kQ4_0:
-      return sizeof(BlockQ4_0);
-    case TensorType::kQ8_0:
-      return sizeof(BlockQ8_0);
+    case TensorType::kBF16: return 2;
+    case TensorType::kQ4_0: return sizeof(BlockQ4_0);
+    case TensorType::kQ8_0: return sizeof(BlockQ8_0);
   }
   return 0;
 }
@@ -203,9 +191,7 @@ void QuantizeBlockQ4_0(const float* x, BlockQ4_0* y) {
 
 void DequantizeRow(TensorType type, const std::byte* src, float* dst, int64_t n) {
   switch (type) {
-    case TensorType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case TensorType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case TensorType::kF16:
     case TensorType::kBF16: {
       const bool f16 = type == TensorType::kF16;
@@ -244,9 +230,7 @@ void DequantizeRow(TensorType type, const std::byte* src, float* dst, int64_t n)
 
 void QuantizeRow(TensorType type, const float* src, std::byte* dst, int64_t n) {
   switch (type) {
-    case TensorType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case TensorType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case TensorType::kF16:
     case TensorType::kBF16: {
       const bool f16 = type == TensorType::kF16;

@@ -23,7 +23,7 @@ inline constexpr int kQuantGroup = 32;  // QK8_0 == QK4_0 == 32
 
 // GGUF Q8_0 block: fp16 scale d, 32 int8 quants; x = d * q.
 struct BlockQ8_0 {
-  uint16_t d;      // fp16 bits
+  uint16_t d;  // fp16 bits
   int8_t qs[32];
 };
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must match ggml (34 bytes)");
@@ -31,7 +31,7 @@ static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must match ggml (34 bytes)");
 // GGUF Q4_0 block: fp16 scale d, 32 4-bit quants; element j < 16 is the low nibble
 // of qs[j], element j + 16 the high nibble of qs[j]; x = d * (q - 8).
 struct BlockQ4_0 {
-  uint16_t d;      // fp16 bits
+  uint16_t d;  // fp16 bits
   uint8_t qs[16];
 };
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must match ggml (18 bytes)");

@@ -179,8 +179,8 @@ void ThreadPool::RunUnits(UnitJob job, void* ctx, int64_t units, int n) {
     job(ctx, u, 0);
   }
   // Close the slots: workers that have not joined yet stay out of this dispatch.
-  const uint64_t left = open_slots_.exchange(static_cast<uint64_t>(gen) << 32,
-                                             std::memory_order_acq_rel);
+  const uint64_t left =
+      open_slots_.exchange(static_cast<uint64_t>(gen) << 32, std::memory_order_acq_rel);
   const uint32_t joined = static_cast<uint32_t>(n - 1) - static_cast<uint32_t>(left & 0xFFFFFFFFu);
   uint32_t done = joined_done_.load(std::memory_order_acquire);
   for (int i = 0; i < kSpinIterations && done != joined; ++i) {
@@ -249,8 +249,8 @@ PoolPinning ThreadPool::Pinning() const {
         if (CPU_ISSET(c, &set)) cpus.push_back(c);
       }
     } else {
-      r.failures.push_back("worker " + std::to_string(i) + ": sched_getaffinity: " +
-                           std::strerror(errno));
+      r.failures.push_back("worker " + std::to_string(i) +
+                           ": sched_getaffinity: " + std::strerror(errno));
     }
     r.worker_cpus.push_back(std::move(cpus));
     if (workers_[i]->pin_errno != 0) {

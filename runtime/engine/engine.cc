@@ -1,6 +1,8 @@
 // Engine over a pack (FastForward + ThreadPool) or a plain GGUF (reference Forward).
 #include "runtime/engine/engine.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,17 +10,15 @@
 #include <optional>
 #include <thread>
 
-#include <sys/mman.h>
-
+#include "runtime/core/thread_pool.h"
 #include "runtime/engine/engine_plan.h"
 #include "runtime/engine/fast_forward.h"
+#include "runtime/engine/paging.h"
+#include "runtime/kernels/layout.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
-#include "runtime/kernels/layout.h"
 #include "runtime/model/pack_file.h"
-#include "runtime/engine/paging.h"
 #include "runtime/model/session.h"
-#include "runtime/core/thread_pool.h"
 
 namespace ari::runtime {
 
@@ -29,14 +29,14 @@ struct Slot {
   KvType home_kv = KvType::kF16;  // what the slot's bytes were sized for
   uint64_t kv_half = 0;           // bytes of the K (and of the V) half
   int32_t pinned = 0;             // system-prompt tokens a context cap keeps
-  std::unique_ptr<Session> ref;  // reference path only
-  int32_t position = 0;          // tokens in the KV cache
-  TokenId* history = nullptr;    // [ctx]: KV'd tokens, then pending ones
+  std::unique_ptr<Session> ref;   // reference path only
+  int32_t position = 0;           // tokens in the KV cache
+  TokenId* history = nullptr;     // [ctx]: KV'd tokens, then pending ones
   int32_t hist_len = 0;
-  TokenId* out = nullptr;        // [max_output] tokens generated this turn
+  TokenId* out = nullptr;  // [max_output] tokens generated this turn
   int32_t generated = 0;
   int32_t max_tokens = 0;
-  int32_t out_cap = 0;           // ChunkKnobs::output_cap of the running chunk (0 = none)
+  int32_t out_cap = 0;  // ChunkKnobs::output_cap of the running chunk (0 = none)
   bool active = false;
   bool finished = true;
   std::unique_ptr<Sampler> sampler;
@@ -134,8 +134,9 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     return MakeError(ErrorCode::kInvalidArgument, "engine: alignment must be a power of two >= 64");
   }
   if (o.slots < 1 || o.max_chunk < 1 || o.max_output < 1 || o.context_length < 1) {
-    return MakeError(ErrorCode::kInvalidArgument, "engine: slots, max_chunk, max_output and "
-                                                  "context_length must be positive");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "engine: slots, max_chunk, max_output and "
+                     "context_length must be positive");
   }
   if (auto r = LoadModel(o); !r) return r;
   const ModelConfig& c = model_->config();
@@ -144,13 +145,15 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   }
   ctx_ = std::min(o.context_length, c.context_length > 0 ? c.context_length : o.context_length);
   int participants = o.threads > 0 ? o.threads
-                     : !o.cpus.empty() ? static_cast<int>(o.cpus.size())
-                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                     : !o.cpus.empty()
+                         ? static_cast<int>(o.cpus.size())
+                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto pool = ThreadPool::Create(participants, o.cpus);
   if (!pool) return std::unexpected(pool.error());
   pool_ = std::move(*pool);
   threads_ = participants;
-  const ArenaLayout layout = PlanArena(c, o, ctx_, participants, align_, packed_.has_value(), plan_);
+  const ArenaLayout layout =
+      PlanArena(c, o, ctx_, participants, align_, packed_.has_value(), plan_);
   plan_.model_file_bytes = model_->file().bytes().size();
   if (auto r = CarveArena(o, layout); !r) return r;
   if (packed_) SetUpPrefetch(o.layer_prefetch);
@@ -175,8 +178,10 @@ Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
     if (!pw) return std::unexpected(pw.error());
     packed_ = std::move(*pw);
   } else {
-    std::fprintf(stderr, "ari: %s is a plain GGUF: reference precision only (precision "
-                         "switching needs a pack: ari-pack)\n", o.model_path.c_str());
+    std::fprintf(stderr,
+                 "ari: %s is a plain GGUF: reference precision only (precision "
+                 "switching needs a pack: ari-pack)\n",
+                 o.model_path.c_str());
   }
   return {};
 }
@@ -254,14 +259,15 @@ void EngineImpl::SetUpPrefetch(LayerPrefetch mode) {
   }
   // kAuto: on when more than 1% of the sampled packed layer pages (both precisions) were
   // not resident at Create() (a few pages come and go; a cold or evicted model is far off).
-  const bool on = mode == LayerPrefetch::kOn ||
-                  (mode == LayerPrefetch::kAuto && resident * 100 < total * 99);
+  const bool on =
+      mode == LayerPrefetch::kOn || (mode == LayerPrefetch::kAuto && resident * 100 < total * 99);
   if (on) ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
-  plan_.notes.push_back(
-      std::string("layer prefetch (MADV_WILLNEED on the next layer) ") + (on ? "on" : "off") +
-      (mode == LayerPrefetch::kAuto ? " (auto: " + std::to_string(resident) + " of " +
-                                          std::to_string(total) + " sampled packed layer pages resident)"
-                                    : ""));
+  plan_.notes.push_back(std::string("layer prefetch (MADV_WILLNEED on the next layer) ") +
+                        (on ? "on" : "off") +
+                        (mode == LayerPrefetch::kAuto
+                             ? " (auto: " + std::to_string(resident) + " of " +
+                                   std::to_string(total) + " sampled packed layer pages resident)"
+                             : ""));
 }
 
 Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {
@@ -276,9 +282,10 @@ Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {
     // back zero-filled if the slot returns to F16). One madvise per half, per conversion.
     const uint64_t used = KvCacheView::Bytes(model_->config(), KvType::kInt8, ctx_) / 2;
     for (void* half : {s.kv.k, s.kv.v}) {
-      const ByteRange tail = PageInterior(reinterpret_cast<uintptr_t>(half) + used,
-                                          s.kv_half - used, PageSize());
-      if (!tail.empty()) (void)::madvise(reinterpret_cast<void*>(tail.begin), tail.size, MADV_DONTNEED);
+      const ByteRange tail =
+          PageInterior(reinterpret_cast<uintptr_t>(half) + used, s.kv_half - used, PageSize());
+      if (!tail.empty())
+        (void)::madvise(reinterpret_cast<void*>(tail.begin), tail.size, MADV_DONTNEED);
     }
     r.kv_converted = true;
   } else if (want != KvType::kInt8 && s.kv.type != s.home_kv && s.position == 0) {
@@ -306,9 +313,11 @@ bool EngineImpl::Shrink(Slot& s, int32_t cap) {
 uint64_t EngineImpl::WeightBytesPerToken(Precision p) const {
   const ModelWeights& w = model_->weights();
   const uint64_t embd_row = w.token_embd.row_bytes;
-  if (p == Precision::kReference || !packed_) return w.TotalBytes() - w.token_embd.row_bytes * w.token_embd.rows + embd_row;
+  if (p == Precision::kReference || !packed_)
+    return w.TotalBytes() - w.token_embd.row_bytes * w.token_embd.rows + embd_row;
   return packed_->BytesPerToken(p == Precision::kW4A8 ? kernels::PackedPrecision::kW4
-                                                      : kernels::PackedPrecision::kW8) + embd_row;
+                                                      : kernels::PackedPrecision::kW8) +
+         embd_row;
 }
 
 void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
@@ -318,7 +327,8 @@ void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
   if (k.threads > 0) threads_ = std::min(k.threads, pool_->max_participants());
   const int32_t n_layers = model_->config().n_layers;
   const int32_t want = packed_ && !packed_->layer_importance.empty()
-                           ? std::clamp(k.layer_drop, 0, std::max(0, n_layers - 2)) : 0;
+                           ? std::clamp(k.layer_drop, 0, std::max(0, n_layers - 2))
+                           : 0;
   if (want != drop_level_) {
     // The `want` least influential blocks among 1 .. n_layers-2 (ties: lower index first).
     std::fill(drop_mask_, drop_mask_ + n_layers, uint8_t{0});
@@ -335,8 +345,9 @@ void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
     }
     drop_level_ = want;
   }
-  r.precision = !packed_ ? Precision::kReference
-                : k.precision == Precision::kReference ? Precision::kW8A16 : k.precision;
+  r.precision = !packed_                               ? Precision::kReference
+                : k.precision == Precision::kReference ? Precision::kW8A16
+                                                       : k.precision;
   r.isa = kernels::ActiveIsaTier();
   r.threads = packed_ ? threads_ : 1;
   r.layers_dropped = packed_ ? drop_level_ : 0;
@@ -381,9 +392,10 @@ Result<float*> EngineImpl::Forward(Slot& s, int32_t n, Precision p) {
     s.position = s.ref->position();
     return s.ref->mutable_last_logits().data();
   }
-  auto r = ff_.Run(toks, s.position, s.kv,
-                   p == Precision::kW4A8 ? kernels::PackedPrecision::kW4 : kernels::PackedPrecision::kW8,
-                   drop_level_ > 0 ? drop_mask_ : nullptr, *pool_, threads_);
+  auto r =
+      ff_.Run(toks, s.position, s.kv,
+              p == Precision::kW4A8 ? kernels::PackedPrecision::kW4 : kernels::PackedPrecision::kW8,
+              drop_level_ > 0 ? drop_mask_ : nullptr, *pool_, threads_);
   if (!r) return std::unexpected(r.error());
   s.position += n;
   return *r;
@@ -471,8 +483,9 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   }
   r.tokens = std::span<const TokenId>(s.out + first, static_cast<size_t>(s.generated - first));
   r.text = s.text;
-  r.compute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - t0).count();
+  r.compute_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   return r;
 }
 

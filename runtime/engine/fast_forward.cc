@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/model/forward.h"
+#include "runtime/core/tensor_types.h"
+#include "runtime/engine/paging.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/kv_int8.h"
+#include "runtime/model/forward.h"
 #include "runtime/model/model.h"
-#include "runtime/engine/paging.h"
-#include "runtime/core/tensor_types.h"
 
 namespace ari::runtime {
 namespace {
@@ -96,8 +96,8 @@ struct AttJob {
   const std::byte* kc;  // layer base of K
   const std::byte* vc;
   KvType type;
-  int64_t ld;           // row stride, bytes
-  int64_t group;        // INT8 scale group
+  int64_t ld;     // row stride, bytes
+  int64_t group;  // INT8 scale group
   int64_t n;
   int32_t pos0;
 };
@@ -168,8 +168,14 @@ uint64_t FastForward::WorkspaceBytes(const ModelConfig& c, int32_t max_tokens, i
   const uint64_t max_k = static_cast<uint64_t>(std::max({c.dim, c.q_dim(), c.ffn_dim}));
   const uint64_t f = sizeof(float);
   const uint64_t sizes[] = {
-      n * c.dim * f,  n * c.dim * f,  n * c.q_dim() * f, n * c.kv_dim() * f, n * c.kv_dim() * f,
-      n * c.q_dim() * f, n * c.ffn_dim * f, n * c.ffn_dim * f,
+      n * c.dim * f,
+      n * c.dim * f,
+      n * c.q_dim() * f,
+      n * c.kv_dim() * f,
+      n * c.kv_dim() * f,
+      n * c.q_dim() * f,
+      n * c.ffn_dim * f,
+      n * c.ffn_dim * f,
       n * static_cast<uint64_t>(kernels::PaddedCols(static_cast<int64_t>(max_k))) * 2,
       n * static_cast<uint64_t>(kernels::Groups(static_cast<int64_t>(max_k))) * sizeof(BlockQ8A),
       static_cast<uint64_t>(participants) * AlignUp(static_cast<uint64_t>(ctx) * f, align),
@@ -191,8 +197,8 @@ Result<void> FastForward::Init(const Model& model, const PackedWeights& packed,
   const ModelWeights& w = model.weights();
   for (const LayerWeights& L : w.layers) {
     if (!F32Vector(L.attn_norm) || !F32Vector(L.ffn_norm) ||
-        (c.qkv_bias && (!F32Vector(L.attn_q_bias) || !F32Vector(L.attn_k_bias) ||
-                        !F32Vector(L.attn_v_bias)))) {
+        (c.qkv_bias &&
+         (!F32Vector(L.attn_q_bias) || !F32Vector(L.attn_k_bias) || !F32Vector(L.attn_v_bias)))) {
       return MakeError(ErrorCode::kFormat, "fast forward: norms/biases must be F32 (a pack)");
     }
   }
@@ -232,8 +238,8 @@ Result<void> FastForward::Init(const Model& model, const PackedWeights& packed,
   // Same table as Session (reference): angle pos * theta^(-2i / head_dim), in float.
   for (int64_t pos = 0; pos < ctx; ++pos) {
     for (int64_t i = 0; i < half; ++i) {
-      const float freq = 1.0f / powf(c.rope_theta, static_cast<float>(2 * i) /
-                                                       static_cast<float>(c.head_dim));
+      const float freq =
+          1.0f / powf(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
       const float val = static_cast<float>(pos) * freq;
       b_.rope_cos[pos * half + i] = cosf(val);
       b_.rope_sin[pos * half + i] = sinf(val);
@@ -250,12 +256,16 @@ void FastForward::PrepareAct(const float* x, int64_t n, int64_t cols, const floa
     const float* xt = x + t * cols;
     if (p == PackedPrecision::kW8) {
       uint16_t* out = b_.a16 + t * kernels::PaddedCols(cols);
-      if (norm) kernels::RmsNormToF16(k, xt, norm, cols, eps, out);
-      else kernels::ConvertActF16(k, xt, cols, out);
+      if (norm)
+        kernels::RmsNormToF16(k, xt, norm, cols, eps, out);
+      else
+        kernels::ConvertActF16(k, xt, cols, out);
     } else {
       BlockQ8A* out = b_.aq + t * kernels::Groups(cols);
-      if (norm) kernels::RmsNormToQ8A(k, xt, norm, cols, eps, out);
-      else kernels::QuantizeActQ8A(k, xt, cols, out);
+      if (norm)
+        kernels::RmsNormToQ8A(k, xt, norm, cols, eps, out);
+      else
+        kernels::QuantizeActQ8A(k, xt, cols, out);
     }
   }
 }
@@ -307,10 +317,20 @@ void FastForward::Attention(int32_t layer, int64_t n, int32_t pos0, const KvCach
   const ModelConfig& c = model_->config();
   const int64_t ld = static_cast<int64_t>(KvCacheView::RowBytes(c, kv.type));
   const size_t base = static_cast<size_t>(layer) * kv.ctx * static_cast<size_t>(ld);
-  AttJob job{&kernels::ActiveKernels(), &c, b_.q, b_.att_out, b_.att, att_stride_,
+  AttJob job{&kernels::ActiveKernels(),
+             &c,
+             b_.q,
+             b_.att_out,
+             b_.att,
+             att_stride_,
              &kernels::ActiveKvInt8Kernels(),
-             static_cast<const std::byte*>(kv.k) + base, static_cast<const std::byte*>(kv.v) + base,
-             kv.type, ld, KvCacheView::Int8Group(c), n, pos0};
+             static_cast<const std::byte*>(kv.k) + base,
+             static_cast<const std::byte*>(kv.v) + base,
+             kv.type,
+             ld,
+             KvCacheView::Int8Group(c),
+             n,
+             pos0};
   // Units handed out dynamically (ThreadPool::RunUnits), several per participant.
   const int n_part = std::min(threads, participants_);
   AttUnits units{&job, std::clamp<int64_t>(n * c.n_heads, 1, int64_t{4} * n_part)};
@@ -343,9 +363,8 @@ Result<void> FastForward::CheckChunk(std::span<const TokenId> tokens, int32_t po
   return {};
 }
 
-void FastForward::ProjectQkv(const LayerWeights& L, const PackedLayer& P, int64_t n,
-                             int32_t pos0, PackedPrecision p, bool dropped, ThreadPool& pool,
-                             int threads) const {
+void FastForward::ProjectQkv(const LayerWeights& L, const PackedLayer& P, int64_t n, int32_t pos0,
+                             PackedPrecision p, bool dropped, ThreadPool& pool, int threads) const {
   const ModelConfig& c = model_->config();
   const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), half = c.head_dim / 2;
   const bool neox = c.rope_type == RopeType::kNeox;

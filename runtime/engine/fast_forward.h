@@ -30,10 +30,10 @@
 #include <span>
 
 #include "runtime/core/error.h"
-#include "runtime/kernels/layout.h"
-#include "runtime/model/pack_file.h"
 #include "runtime/core/thread_pool.h"
 #include "runtime/core/types.h"
+#include "runtime/kernels/layout.h"
+#include "runtime/model/pack_file.h"
 
 namespace ari::runtime {
 
@@ -71,8 +71,8 @@ class FastForward {
   // Run; the caller may modify them, e.g. the sampler). drop_mask: n_layers flags
   // (1 = block dropped) or null. No allocation.
   Result<float*> Run(std::span<const TokenId> tokens, int32_t pos0, const KvCacheView& kv,
-                     kernels::PackedPrecision precision, const uint8_t* drop_mask,
-                     ThreadPool& pool, int threads);
+                     kernels::PackedPrecision precision, const uint8_t* drop_mask, ThreadPool& pool,
+                     int threads);
 
   // Converts the first `positions` positions of every layer of `kv` to `to` in place
   // (kv.k / kv.v keep their addresses; rows are re-strided from the start of each half,
@@ -91,19 +91,19 @@ class FastForward {
 
  private:
   struct Buffers {
-    float* x;          // [n, dim]
-    float* y;          // [n, dim]   o / down outputs
-    float* q;          // [n, q_dim]
-    float* k;          // [n, kv_dim]
-    float* v;          // [n, kv_dim]
-    float* att_out;    // [n, q_dim]
-    float* hg;         // [n, ffn]
-    float* hu;         // [n, ffn]
-    uint16_t* a16;     // [n, PaddedCols(max_k)]
+    float* x;               // [n, dim]
+    float* y;               // [n, dim]   o / down outputs
+    float* q;               // [n, q_dim]
+    float* k;               // [n, kv_dim]
+    float* v;               // [n, kv_dim]
+    float* att_out;         // [n, q_dim]
+    float* hg;              // [n, ffn]
+    float* hu;              // [n, ffn]
+    uint16_t* a16;          // [n, PaddedCols(max_k)]
     kernels::BlockQ8A* aq;  // [n, Groups(max_k)]
-    float* att;        // [participants, att_stride]
-    float* logits;     // [vocab]
-    float* rope_cos;   // [ctx, head_dim / 2]
+    float* att;             // [participants, att_stride]
+    float* logits;          // [vocab]
+    float* rope_cos;        // [ctx, head_dim / 2]
     float* rope_sin;
   };
   void PrepareAct(const float* x, int64_t n, int64_t cols, const float* norm,
@@ -113,8 +113,8 @@ class FastForward {
   void MatMuls(const kernels::PackedMatrix* const* w, float* const* y, int count, int64_t n,
                ThreadPool& pool, int threads, bool swiglu = false) const;
   void StoreKv(int32_t layer, int64_t n, int32_t pos0, const KvCacheView& kv) const;
-  void Attention(int32_t layer, int64_t n, int32_t pos0, const KvCacheView& kv,
-                 ThreadPool& pool, int threads) const;
+  void Attention(int32_t layer, int64_t n, int32_t pos0, const KvCacheView& kv, ThreadPool& pool,
+                 int threads) const;
   // The steps of Run(). A chunk's size, positions, KV type and token ids are usable.
   Result<void> CheckChunk(std::span<const TokenId> tokens, int32_t pos0,
                           const KvCacheView& kv) const;

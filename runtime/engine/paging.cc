@@ -19,8 +19,9 @@ namespace {
 
 bool IsPowerOfTwo(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-std::string ErrnoText(int err) { return std::string(std::strerror(err)) + " (errno " +
-                                        std::to_string(err) + ")"; }
+std::string ErrnoText(int err) {
+  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
 
 int ToMadvise(Advice a) {
   switch (a) {
@@ -37,8 +38,7 @@ Result<void> AdviseCover(ByteRange cover, Advice advice) {
   if (::madvise(reinterpret_cast<void*>(cover.begin), cover.size, ToMadvise(advice)) != 0) {
     const int err = errno;
     return MakeError(ErrorCode::kIo, "madvise(" + std::string(AdviceName(advice)) + ", " +
-                                         std::to_string(cover.size) + " bytes): " +
-                                         ErrnoText(err));
+                                         std::to_string(cover.size) + " bytes): " + ErrnoText(err));
   }
   return {};
 }
@@ -136,8 +136,8 @@ Result<uint64_t> ResidentBytes(const void* ptr, size_t len) {
     const size_t pages = std::min<size_t>(vec.size(), (cover->end() - p) / page);
     if (::mincore(reinterpret_cast<void*>(p), pages * page, vec.data()) != 0) {
       const int err = errno;
-      return MakeError(ErrorCode::kIo, "mincore(" + std::to_string(pages * page) +
-                                           " bytes): " + ErrnoText(err));
+      return MakeError(ErrorCode::kIo,
+                       "mincore(" + std::to_string(pages * page) + " bytes): " + ErrnoText(err));
     }
     for (size_t i = 0; i < pages; ++i, p += page) {
       if ((vec[i] & 1) == 0) continue;
@@ -209,8 +209,7 @@ PagingAdvisor::PagingAdvisor(const GgufFile& file, ModelRegions regions)
 PagingAdvisor::PagingAdvisor(const GgufFile& file)
     : PagingAdvisor(file, RegionsFromTensorNames(file)) {}
 
-Result<void> PagingAdvisor::AdviseRanges(std::span<const ByteRange> ranges,
-                                         Advice advice) const {
+Result<void> PagingAdvisor::AdviseRanges(std::span<const ByteRange> ranges, Advice advice) const {
   for (const ByteRange& r : ranges) {
     auto cover = PageCover(r.begin, r.size, PageSize());
     if (!cover) return std::unexpected(cover.error());
@@ -255,9 +254,9 @@ Result<void> PagingAdvisor::ReleaseCached(const std::filesystem::path& file_path
 
 Result<void> PagingAdvisor::PrefetchLayer(int32_t layer) const {
   if (layer < 0 || layer >= num_layers()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "PrefetchLayer: layer " + std::to_string(layer) + " is outside [0, " +
-                         std::to_string(num_layers()) + ")");
+    return MakeError(ErrorCode::kInvalidArgument, "PrefetchLayer: layer " + std::to_string(layer) +
+                                                      " is outside [0, " +
+                                                      std::to_string(num_layers()) + ")");
   }
   return AdviseRanges(regions_.layers[static_cast<size_t>(layer)], Advice::kWillNeed);
 }
@@ -280,9 +279,8 @@ uint64_t PagingAdvisor::TotalBytes(std::span<const ByteRange> ranges) {
 
 std::string LockReport::ToString() const {
   std::string s = "mlock: " + std::to_string(locked_bytes) + " of budget " +
-                  std::to_string(budget_bytes) + " bytes locked (" +
-                  std::to_string(ranges_locked) + " ranges), " +
-                  std::to_string(skipped_bytes) + " bytes skipped (" +
+                  std::to_string(budget_bytes) + " bytes locked (" + std::to_string(ranges_locked) +
+                  " ranges), " + std::to_string(skipped_bytes) + " bytes skipped (" +
                   std::to_string(ranges_skipped) + " ranges)";
   if (first_errno != 0) s += ", first error: " + ErrnoText(first_errno);
   return s;

@@ -111,11 +111,11 @@ class PagingAdvisor {
 // is 0), ENOMEM/EAGAIN (over RLIMIT_MEMLOCK or out of memory) stop locking and are reported.
 struct LockReport {
   uint64_t budget_bytes = 0;
-  uint64_t locked_bytes = 0;        // page-rounded bytes actually locked (<= budget)
-  uint64_t skipped_bytes = 0;       // page-rounded bytes of ranges not locked (budget/errors)
+  uint64_t locked_bytes = 0;   // page-rounded bytes actually locked (<= budget)
+  uint64_t skipped_bytes = 0;  // page-rounded bytes of ranges not locked (budget/errors)
   int32_t ranges_locked = 0;
   int32_t ranges_skipped = 0;
-  int first_errno = 0;              // 0 when no mlock call failed
+  int first_errno = 0;  // 0 when no mlock call failed
   std::string ToString() const;
 };
 

@@ -55,8 +55,8 @@ Result<std::unique_ptr<BlockLoop>> BlockLoop::Create(const Model& model, int32_t
   // Same table as Session::Create (llama2.c's float arithmetic).
   for (size_t pos = 0; pos < n; ++pos) {
     for (size_t i = 0; i < half; ++i) {
-      const float freq = 1.0f / powf(c.rope_theta, static_cast<float>(2 * i) /
-                                                       static_cast<float>(c.head_dim));
+      const float freq =
+          1.0f / powf(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
       const float val = static_cast<float>(pos) * freq;
       b->rope_cos_[pos * half + i] = cosf(val);
       b->rope_sin_[pos * half + i] = sinf(val);
@@ -131,26 +131,27 @@ Result<std::span<const float>> BlockLoop::Run(std::span<const TokenId> tokens,
   const ModelWeights& w = model_->weights();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0 || n > max_tokens_) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "block loop: window of " + std::to_string(n) + " tokens, expected 1.." +
-                         std::to_string(max_tokens_));
+    return MakeError(ErrorCode::kInvalidArgument, "block loop: window of " + std::to_string(n) +
+                                                      " tokens, expected 1.." +
+                                                      std::to_string(max_tokens_));
   }
   for (TokenId id : tokens) {
     if (id < 0 || id >= c.vocab_size) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "block loop: token id " + std::to_string(id) + " is outside [0, " +
-                           std::to_string(c.vocab_size) + ")");
+      return MakeError(ErrorCode::kInvalidArgument, "block loop: token id " + std::to_string(id) +
+                                                        " is outside [0, " +
+                                                        std::to_string(c.vocab_size) + ")");
     }
   }
   for (int32_t s : skip) {
     if (s < 0 || s >= c.n_layers) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "block loop: skipped block " + std::to_string(s) + " is outside [0, " +
-                           std::to_string(c.n_layers) + ")");
+      return MakeError(ErrorCode::kInvalidArgument, "block loop: skipped block " +
+                                                        std::to_string(s) + " is outside [0, " +
+                                                        std::to_string(c.n_layers) + ")");
     }
   }
   const int64_t dim = c.dim;
-  for (int64_t t = 0; t < n; ++t) w.token_embd.ReadRow(tokens[static_cast<size_t>(t)], x_.data() + t * dim);
+  for (int64_t t = 0; t < n; ++t)
+    w.token_embd.ReadRow(tokens[static_cast<size_t>(t)], x_.data() + t * dim);
   for (int32_t l = 0; l < c.n_layers; ++l) {
     if (std::find(skip.begin(), skip.end(), l) != skip.end()) continue;
     if (observer) std::copy_n(x_.begin(), n * dim, in_.begin());

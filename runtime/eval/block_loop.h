@@ -24,8 +24,7 @@ class BlockLoop {
  public:
   // Called after block `layer` ran: `in` and `out` are its input and output residual
   // streams, n rows of dim floats.
-  using Observer =
-      std::function<void(int32_t layer, const float* in, const float* out, int64_t n)>;
+  using Observer = std::function<void(int32_t layer, const float* in, const float* out, int64_t n)>;
 
   // max_tokens: longest window (capped by the model's context length).
   static Result<std::unique_ptr<BlockLoop>> Create(const Model& model, int32_t max_tokens);
@@ -35,9 +34,8 @@ class BlockLoop {
   // Runs `tokens` (1 .. max_tokens) from position 0. Blocks listed in `skip` leave the
   // residual stream unchanged (their KV is never computed). With want_logits, returns
   // [n, vocab] logits (row t predicts token t + 1); otherwise an empty span.
-  Result<std::span<const float>> Run(std::span<const TokenId> tokens,
-                                     std::span<const int32_t> skip, bool want_logits,
-                                     const Observer& observer = {});
+  Result<std::span<const float>> Run(std::span<const TokenId> tokens, std::span<const int32_t> skip,
+                                     bool want_logits, const Observer& observer = {});
 
  private:
   explicit BlockLoop(const Model& model) : model_(&model) {}

@@ -16,9 +16,9 @@ Result<std::vector<float>> CalibrateLayerImportance(const Model& model,
                                                     const CalibrationOptions& opts) {
   const ModelConfig& c = model.config();
   if (text_tokens.size() < 2) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "calibration: need at least 2 tokens of text, got " +
-                         std::to_string(text_tokens.size()));
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "calibration: need at least 2 tokens of text, got " + std::to_string(text_tokens.size()));
   }
   if (opts.window < 2) {
     return MakeError(ErrorCode::kInvalidArgument, "calibration: window must be >= 2");

@@ -98,7 +98,10 @@ double ReadBandwidthOf(const uint64_t* buf, uint64_t n, int threads) {
         const uint64_t a = n * t / threads, e = n * (t + 1) / threads;
         uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         for (uint64_t i = a; i + 4 <= e; i += 4) {
-          s0 += buf[i]; s1 += buf[i + 1]; s2 += buf[i + 2]; s3 += buf[i + 3];
+          s0 += buf[i];
+          s1 += buf[i + 1];
+          s2 += buf[i + 2];
+          s3 += buf[i + 3];
         }
         sums[static_cast<size_t>(t) * 16] = s0 + s1 + s2 + s3;
       });
@@ -147,9 +150,8 @@ Result<void> Prefill(Engine& e, const ChunkKnobs& k) {
 }
 
 // One decode chunk after a prefill: tokens/s and the share of the threads' CPU time.
-Result<void> MeasureDecode(const BenchOptions& o, Engine& e, const ChunkKnobs& k,
-                           DispatchCounts& n, std::vector<double>& dec,
-                           std::vector<double>& share) {
+Result<void> MeasureDecode(const BenchOptions& o, Engine& e, const ChunkKnobs& k, DispatchCounts& n,
+                           std::vector<double>& dec, std::vector<double>& share) {
   const uint64_t dd = e.PoolDispatches();
   const double cpu0 = CpuSeconds();
   const auto d = Clock::now();
@@ -174,7 +176,8 @@ Result<void> MeasurePrompts(const BenchOptions& o, Engine& e, const ChunkKnobs& 
   for (size_t pi = 0; pi < o.prompt_sizes.size(); ++pi) {
     std::vector<double> pt, tt;
     for (int r = 0; r < o.reps; ++r) {
-      for (int i = 0; i < max_p; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 7 + 5) % vocab;
+      for (int i = 0; i < max_p; ++i)
+        prompt[static_cast<size_t>(i)] = (i * 131 + r * 7 + 5) % vocab;
       if (auto s = StartFreshTurn(e, prompt, o.prompt_sizes[pi], o.n_gen); !s) return s;
       const uint64_t d0 = e.PoolDispatches();
       const auto a = Clock::now();
@@ -193,7 +196,8 @@ Result<void> MeasurePrompts(const BenchOptions& o, Engine& e, const ChunkKnobs& 
   }
   res.decode_tps = MakeStat(dec);
   res.decode_cpu_share = MakeStat(share);
-  if (n.prefill_tokens > 0) res.dispatches_per_prefill_token = n.prefill_dispatches / n.prefill_tokens;
+  if (n.prefill_tokens > 0)
+    res.dispatches_per_prefill_token = n.prefill_dispatches / n.prefill_tokens;
   if (n.decode_tokens > 0) res.dispatches_per_decode_token = n.decode_dispatches / n.decode_tokens;
   return {};
 }
@@ -246,7 +250,8 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   res.precision = std::string(PrecisionName(o.precision));
   res.threads = o.threads;
   res.prompt_sizes = o.prompt_sizes;
-  const int max_p = o.prompt_sizes.empty() ? 1 : *std::max_element(o.prompt_sizes.begin(), o.prompt_sizes.end());
+  const int max_p =
+      o.prompt_sizes.empty() ? 1 : *std::max_element(o.prompt_sizes.begin(), o.prompt_sizes.end());
   EngineOptions eo;
   eo.model_path = o.model;
   eo.slots = 1;
@@ -261,7 +266,8 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   Engine& e = **eng;
   const WeightMatrix& em = e.model().weights().token_embd;
   res.embd_table_bytes = em.row_bytes * static_cast<uint64_t>(em.rows);
-  res.embd_evicted = EvictRange(o.model, e.model().file().bytes().data(), em.data, res.embd_table_bytes);
+  res.embd_evicted =
+      EvictRange(o.model, e.model().file().bytes().data(), em.data, res.embd_table_bytes);
   res.embd_resident_before_bytes = Resident(em.data, res.embd_table_bytes);
   ChunkKnobs k;
   k.precision = o.precision;
@@ -283,12 +289,14 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
 std::string BenchResult::ToTable() const {
   char b[1024];
   std::string s;
-  std::snprintf(b, sizeof(b), "model %s  precision %s  threads %d\n", model.c_str(), precision.c_str(), threads);
+  std::snprintf(b, sizeof(b), "model %s  precision %s  threads %d\n", model.c_str(),
+                precision.c_str(), threads);
   s += b;
   std::snprintf(b, sizeof(b), "%-22s %10s %10s %10s\n", "metric", "median", "min", "max");
   s += b;
   auto row = [&](const std::string& n, const Stat& st) {
-    std::snprintf(b, sizeof(b), "%-22s %10.2f %10.2f %10.2f\n", n.c_str(), st.median, st.min, st.max);
+    std::snprintf(b, sizeof(b), "%-22s %10.2f %10.2f %10.2f\n", n.c_str(), st.median, st.min,
+                  st.max);
     s += b;
   };
   for (size_t i = 0; i < prompt_sizes.size(); ++i) {
@@ -296,30 +304,34 @@ std::string BenchResult::ToTable() const {
     row("ttft pp" + std::to_string(prompt_sizes[i]) + " ms", ttft_ms[i]);
   }
   row("decode t/s", decode_tps);
-  std::snprintf(b, sizeof(b),
-                "time to ready %.1f ms, peak RSS %.1f MiB, embedding resident %.2f of %.2f MiB (%.2f before the runs)\n"
-                "weights/token %.1f MiB, read bandwidth %.2f GB/s, roofline %.1f t/s, fraction %.2f\n"
-                "pool dispatches per decoded token %.1f, per prompt token %.2f%s\n",
-                time_to_ready_ms, peak_rss_bytes / 1048576.0, embd_resident_bytes / 1048576.0,
-                embd_table_bytes / 1048576.0, embd_resident_before_bytes / 1048576.0,
-                weight_bytes_per_token / 1048576.0, bandwidth_gbs,
-                roofline_tps, roofline_fraction, dispatches_per_decode_token,
-                dispatches_per_prefill_token,
-                embd_evicted ? "" : "\n(embedding pages could not be evicted first: residency is the page cache's)");
+  std::snprintf(
+      b, sizeof(b),
+      "time to ready %.1f ms, peak RSS %.1f MiB, embedding resident %.2f of %.2f MiB (%.2f before "
+      "the runs)\n"
+      "weights/token %.1f MiB, read bandwidth %.2f GB/s, roofline %.1f t/s, fraction %.2f\n"
+      "pool dispatches per decoded token %.1f, per prompt token %.2f%s\n",
+      time_to_ready_ms, peak_rss_bytes / 1048576.0, embd_resident_bytes / 1048576.0,
+      embd_table_bytes / 1048576.0, embd_resident_before_bytes / 1048576.0,
+      weight_bytes_per_token / 1048576.0, bandwidth_gbs, roofline_tps, roofline_fraction,
+      dispatches_per_decode_token, dispatches_per_prefill_token,
+      embd_evicted
+          ? ""
+          : "\n(embedding pages could not be evicted first: residency is the page cache's)");
   s += b;
-  std::snprintf(b, sizeof(b),
-                "decode CPU share %.2f (%.2f..%.2f) of %d threads%s\n", decode_cpu_share.median,
-                decode_cpu_share.min, decode_cpu_share.max, threads,
-                decode_cpu_share.median > 0 && decode_cpu_share.median < 0.85
-                    ? ": the run did not get its CPUs (loaded machine), wall-clock figures measure the load"
-                    : "");
+  std::snprintf(
+      b, sizeof(b), "decode CPU share %.2f (%.2f..%.2f) of %d threads%s\n", decode_cpu_share.median,
+      decode_cpu_share.min, decode_cpu_share.max, threads,
+      decode_cpu_share.median > 0 && decode_cpu_share.median < 0.85
+          ? ": the run did not get its CPUs (loaded machine), wall-clock figures measure the load"
+          : "");
   s += b;
   if (!paired_fraction.values.empty()) {
     std::snprintf(b, sizeof(b),
-                  "paired probe+decode runs (%zu): bandwidth %.2f GB/s (%.2f..%.2f), roofline fraction %.2f (%.2f..%.2f)\n",
-                  paired_fraction.values.size(), paired_bandwidth_gbs.median, paired_bandwidth_gbs.min,
-                  paired_bandwidth_gbs.max, paired_fraction.median, paired_fraction.min,
-                  paired_fraction.max);
+                  "paired probe+decode runs (%zu): bandwidth %.2f GB/s (%.2f..%.2f), roofline "
+                  "fraction %.2f (%.2f..%.2f)\n",
+                  paired_fraction.values.size(), paired_bandwidth_gbs.median,
+                  paired_bandwidth_gbs.min, paired_bandwidth_gbs.max, paired_fraction.median,
+                  paired_fraction.min, paired_fraction.max);
     s += b;
   }
   return s;
@@ -339,7 +351,8 @@ std::string BenchResult::ToJson() const {
     s += StatJson(ttft_ms[i]);
     s += '}';
   }
-  s += "],\"decode_tps\":" + StatJson(decode_tps) + ",\"peak_rss_bytes\":" + std::to_string(peak_rss_bytes) +
+  s += "],\"decode_tps\":" + StatJson(decode_tps) +
+       ",\"peak_rss_bytes\":" + std::to_string(peak_rss_bytes) +
        ",\"embd_resident_bytes\":" + std::to_string(embd_resident_bytes) +
        ",\"embd_table_bytes\":" + std::to_string(embd_table_bytes) +
        ",\"embd_evicted_before_run\":" + (embd_evicted ? "true" : "false") +
@@ -347,8 +360,9 @@ std::string BenchResult::ToJson() const {
        ",\"dispatches_per_decode_token\":" + std::to_string(dispatches_per_decode_token) +
        ",\"dispatches_per_prompt_token\":" + std::to_string(dispatches_per_prefill_token) +
        ",\"weight_bytes_per_token\":" + std::to_string(weight_bytes_per_token) +
-       ",\"bandwidth_gbs\":" + std::to_string(bandwidth_gbs) + ",\"roofline_tps\":" +
-       std::to_string(roofline_tps) + ",\"roofline_fraction\":" + std::to_string(roofline_fraction) +
+       ",\"bandwidth_gbs\":" + std::to_string(bandwidth_gbs) +
+       ",\"roofline_tps\":" + std::to_string(roofline_tps) +
+       ",\"roofline_fraction\":" + std::to_string(roofline_fraction) +
        ",\"decode_cpu_share\":" + StatJson(decode_cpu_share) +
        ",\"paired_bandwidth_gbs\":" + StatJson(paired_bandwidth_gbs) +
        ",\"paired_roofline_fraction\":" + StatJson(paired_fraction) + "}";

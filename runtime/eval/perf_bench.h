@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/engine/engine.h"
 #include "runtime/core/error.h"
+#include "runtime/engine/engine.h"
 
 namespace ari::runtime {
 
@@ -41,14 +41,14 @@ struct BenchResult {
   std::vector<Stat> prompt_tps;  // per prompt size
   std::vector<Stat> ttft_ms;     // per prompt size
   Stat decode_tps;
-  uint64_t peak_rss_bytes = 0;           // VmHWM
+  uint64_t peak_rss_bytes = 0;                             // VmHWM
   uint64_t embd_resident_bytes = 0, embd_table_bytes = 0;  // mincore after the runs
-  uint64_t embd_resident_before_bytes = 0;  // mincore right after the eviction
+  uint64_t embd_resident_before_bytes = 0;                 // mincore right after the eviction
   bool embd_evicted = false;  // the table's pages were dropped from the page cache first
-  double dispatches_per_decode_token = 0;   // thread-pool dispatches (barriers)
+  double dispatches_per_decode_token = 0;  // thread-pool dispatches (barriers)
   double dispatches_per_prefill_token = 0;
   uint64_t weight_bytes_per_token = 0;
-  double bandwidth_gbs = 0;              // multi-threaded streaming read
+  double bandwidth_gbs = 0;  // multi-threaded streaming read
   double roofline_tps = 0, roofline_fraction = 0;
   // Process CPU time / (wall time x threads) of each decode run: near 1 when the run had its
   // CPUs (workers spin between dispatches); well below 1 when other processes took them, and

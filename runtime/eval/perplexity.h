@@ -25,10 +25,10 @@ struct PerplexityOptions {
 };
 
 struct PerplexityResult {
-  double perplexity = 0;            // exp(mean_nll)
-  double mean_nll = 0;              // mean negative log-likelihood, nats per token
-  int64_t predictions = 0;          // tokens predicted
-  std::vector<TokenId> top1;        // argmax at every predicted position (first max wins)
+  double perplexity = 0;      // exp(mean_nll)
+  double mean_nll = 0;        // mean negative log-likelihood, nats per token
+  int64_t predictions = 0;    // tokens predicted
+  std::vector<TokenId> top1;  // argmax at every predicted position (first max wins)
 };
 
 Result<PerplexityResult> ComputePerplexity(const Model& model, std::span<const TokenId> tokens,

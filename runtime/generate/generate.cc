@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/generate/sampler.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
-#include "runtime/generate/sampler.h"
 #include "runtime/model/session.h"
 
 namespace ari::runtime {
@@ -20,8 +20,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 // Streams text while holding back a tail that could still become a stop string.
 class StopStringFilter {
  public:
-  StopStringFilter(const std::vector<std::string>& stops, std::string& text,
-                   const TextCallback& cb)
+  StopStringFilter(const std::vector<std::string>& stops, std::string& text, const TextCallback& cb)
       : stops_(stops), text_(text), cb_(cb) {
     for (const std::string& s : stops_) max_len_ = std::max(max_len_, s.size());
   }
@@ -79,10 +78,9 @@ Result<void> CheckArgs(const Session& session, const Sampler& sampler,
     return MakeError(ErrorCode::kInvalidArgument, "generate: max_tokens must be >= 0");
   }
   if (sampler.vocab_size() != model.config().vocab_size) {
-    return MakeError(ErrorCode::kInvalidArgument, "generate: sampler vocab size " +
-                                                      std::to_string(sampler.vocab_size()) +
-                                                      " != model vocab size " +
-                                                      std::to_string(model.config().vocab_size));
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "generate: sampler vocab size " + std::to_string(sampler.vocab_size()) +
+                         " != model vocab size " + std::to_string(model.config().vocab_size));
   }
   return {};
 }
@@ -110,9 +108,8 @@ double GenerateResult::GenTokensPerSecond() const {
   return gen_seconds > 0 ? static_cast<double>(tokens.size()) / gen_seconds : 0.0;
 }
 
-Result<GenerateResult> Generate(Session& session, Sampler& sampler,
-                                std::span<const TokenId> prompt, const GenerateOptions& opts,
-                                const TextCallback& on_text) {
+Result<GenerateResult> Generate(Session& session, Sampler& sampler, std::span<const TokenId> prompt,
+                                const GenerateOptions& opts, const TextCallback& on_text) {
   const Tokenizer* tok = session.model().tokenizer();
   if (auto r = CheckArgs(session, sampler, prompt, opts); !r) return std::unexpected(r.error());
   GenerateResult res;
@@ -179,9 +176,9 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler,
   return res;
 }
 
-Result<GenerateResult> GenerateFromText(Session& session, Sampler& sampler,
-                                        std::string_view prompt, const EncodeOptions& encode,
-                                        const GenerateOptions& opts, const TextCallback& on_text) {
+Result<GenerateResult> GenerateFromText(Session& session, Sampler& sampler, std::string_view prompt,
+                                        const EncodeOptions& encode, const GenerateOptions& opts,
+                                        const TextCallback& on_text) {
   const Tokenizer* tok = session.model().tokenizer();
   if (tok == nullptr) {
     return MakeError(ErrorCode::kInvalidArgument, "generate: the model has no tokenizer");

@@ -32,8 +32,8 @@ struct GenerateResult {
   std::string text;             // the streamed text (stop string and after excluded)
   StopReason stop_reason = StopReason::kMaxTokens;
   int32_t prompt_tokens = 0;
-  double prompt_seconds = 0;    // prefill wall time
-  double gen_seconds = 0;       // sampling + decode wall time after the prefill
+  double prompt_seconds = 0;  // prefill wall time
+  double gen_seconds = 0;     // sampling + decode wall time after the prefill
   // The last sampled token is not in the KV cache yet (nothing needed its logits).
   double PromptTokensPerSecond() const;
   double GenTokensPerSecond() const;
@@ -44,14 +44,12 @@ using TextCallback = std::function<bool(std::string_view piece)>;
 
 // Prefills `prompt` at the session's current position, then samples. The session must have
 // room for the prompt; generation stops with kContextFull when the cache fills up.
-Result<GenerateResult> Generate(Session& session, Sampler& sampler,
-                                std::span<const TokenId> prompt, const GenerateOptions& opts,
-                                const TextCallback& on_text = {});
+Result<GenerateResult> Generate(Session& session, Sampler& sampler, std::span<const TokenId> prompt,
+                                const GenerateOptions& opts, const TextCallback& on_text = {});
 
 // Encodes `prompt` with the model's tokenizer first (error if the model has none).
-Result<GenerateResult> GenerateFromText(Session& session, Sampler& sampler,
-                                        std::string_view prompt, const EncodeOptions& encode,
-                                        const GenerateOptions& opts,
+Result<GenerateResult> GenerateFromText(Session& session, Sampler& sampler, std::string_view prompt,
+                                        const EncodeOptions& encode, const GenerateOptions& opts,
                                         const TextCallback& on_text = {});
 
 }  // namespace ari::runtime

@@ -95,16 +95,19 @@ void Sampler::ApplyTopK(std::span<float> logits) {
   const int32_t k = params_.top_k;
   if (k <= 0 || k >= vocab_size_) return;
   // Exactly k survivors: ordered by logit descending, ties by lower index.
-  for (int32_t i = 0; i < vocab_size_; ++i) candidates_[static_cast<size_t>(i)] = {logits[static_cast<size_t>(i)], i};
+  for (int32_t i = 0; i < vocab_size_; ++i)
+    candidates_[static_cast<size_t>(i)] = {logits[static_cast<size_t>(i)], i};
   auto better = [](const Candidate& a, const Candidate& b) {
     return a.prob > b.prob || (a.prob == b.prob && a.index < b.index);
   };
   std::nth_element(candidates_.begin(), candidates_.begin() + (k - 1), candidates_.end(), better);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < k; ++i) scratch_[static_cast<size_t>(i)] = candidates_[static_cast<size_t>(i)].prob;
+  for (int32_t i = 0; i < k; ++i)
+    scratch_[static_cast<size_t>(i)] = candidates_[static_cast<size_t>(i)].prob;
   std::fill(logits.begin(), logits.end(), kNegInf);
   for (int32_t i = 0; i < k; ++i) {
-    logits[static_cast<size_t>(candidates_[static_cast<size_t>(i)].index)] = scratch_[static_cast<size_t>(i)];
+    logits[static_cast<size_t>(candidates_[static_cast<size_t>(i)].index)] =
+        scratch_[static_cast<size_t>(i)];
   }
 }
 
@@ -125,7 +128,8 @@ TokenId Sampler::SampleTopP(std::span<const float> probs, float coin) {
   const float cutoff = (1.0f - topp) / static_cast<float>(n - 1);
   size_t n0 = 0;
   for (int32_t i = 0; i < n; ++i) {
-    if (probs[static_cast<size_t>(i)] >= cutoff) candidates_[n0++] = {probs[static_cast<size_t>(i)], i};
+    if (probs[static_cast<size_t>(i)] >= cutoff)
+      candidates_[n0++] = {probs[static_cast<size_t>(i)], i};
   }
   if (n0 == 0) return SampleMult(probs, coin);  // cannot happen for valid probabilities
   StableSortDescending(candidates_.data(), merge_tmp_.data(), n0);

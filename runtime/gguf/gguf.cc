@@ -26,22 +26,17 @@ uint64_t ScalarSize(GgufValueType t) {
   switch (t) {
     case GgufValueType::kUint8:
     case GgufValueType::kInt8:
-    case GgufValueType::kBool:
-      return 1;
+    case GgufValueType::kBool: return 1;
     case GgufValueType::kUint16:
-    case GgufValueType::kInt16:
-      return 2;
+    case GgufValueType::kInt16: return 2;
     case GgufValueType::kUint32:
     case GgufValueType::kInt32:
-    case GgufValueType::kFloat32:
-      return 4;
+    case GgufValueType::kFloat32: return 4;
     case GgufValueType::kUint64:
     case GgufValueType::kInt64:
-    case GgufValueType::kFloat64:
-      return 8;
+    case GgufValueType::kFloat64: return 8;
     case GgufValueType::kString:
-    case GgufValueType::kArray:
-      return 0;
+    case GgufValueType::kArray: return 0;
   }
   return 0;
 }
@@ -55,32 +50,19 @@ std::string TypeNameOf(uint32_t raw) {
 
 std::string_view GgufValueTypeName(GgufValueType t) {
   switch (t) {
-    case GgufValueType::kUint8:
-      return "u8";
-    case GgufValueType::kInt8:
-      return "i8";
-    case GgufValueType::kUint16:
-      return "u16";
-    case GgufValueType::kInt16:
-      return "i16";
-    case GgufValueType::kUint32:
-      return "u32";
-    case GgufValueType::kInt32:
-      return "i32";
-    case GgufValueType::kFloat32:
-      return "f32";
-    case GgufValueType::kBool:
-      return "bool";
-    case GgufValueType::kString:
-      return "string";
-    case GgufValueType::kArray:
-      return "array";
-    case GgufValueType::kUint64:
-      return "u64";
-    case GgufValueType::kInt64:
-      return "i64";
-    case GgufValueType::kFloat64:
-      return "f64";
+    case GgufValueType::kUint8: return "u8";
+    case GgufValueType::kInt8: return "i8";
+    case GgufValueType::kUint16: return "u16";
+    case GgufValueType::kInt16: return "i16";
+    case GgufValueType::kUint32: return "u32";
+    case GgufValueType::kInt32: return "i32";
+    case GgufValueType::kFloat32: return "f32";
+    case GgufValueType::kBool: return "bool";
+    case GgufValueType::kString: return "string";
+    case GgufValueType::kArray: return "array";
+    case GgufValueType::kUint64: return "u64";
+    case GgufValueType::kInt64: return "i64";
+    case GgufValueType::kFloat64: return "f64";
   }
   return "unknown";
 }
@@ -197,26 +179,16 @@ Result<void> GgufParser::SkipArray(GgufValueType elem, uint64_t count, uint64_t 
 Result<GgufValue> GgufParser::ReadValue(GgufValueType type, const std::string& key) {
   const std::string what = "value of key '" + key + "'";
   switch (type) {
-    case GgufValueType::kUint8:
-      return Read<uint8_t>(what);
-    case GgufValueType::kInt8:
-      return Read<int8_t>(what);
-    case GgufValueType::kUint16:
-      return Read<uint16_t>(what);
-    case GgufValueType::kInt16:
-      return Read<int16_t>(what);
-    case GgufValueType::kUint32:
-      return Read<uint32_t>(what);
-    case GgufValueType::kInt32:
-      return Read<int32_t>(what);
-    case GgufValueType::kFloat32:
-      return Read<float>(what);
-    case GgufValueType::kUint64:
-      return Read<uint64_t>(what);
-    case GgufValueType::kInt64:
-      return Read<int64_t>(what);
-    case GgufValueType::kFloat64:
-      return Read<double>(what);
+    case GgufValueType::kUint8: return Read<uint8_t>(what);
+    case GgufValueType::kInt8: return Read<int8_t>(what);
+    case GgufValueType::kUint16: return Read<uint16_t>(what);
+    case GgufValueType::kInt16: return Read<int16_t>(what);
+    case GgufValueType::kUint32: return Read<uint32_t>(what);
+    case GgufValueType::kInt32: return Read<int32_t>(what);
+    case GgufValueType::kFloat32: return Read<float>(what);
+    case GgufValueType::kUint64: return Read<uint64_t>(what);
+    case GgufValueType::kInt64: return Read<int64_t>(what);
+    case GgufValueType::kFloat64: return Read<double>(what);
     case GgufValueType::kBool: {
       const uint64_t at = pos_;
       auto b = Read<uint8_t>(what);
@@ -224,8 +196,7 @@ Result<GgufValue> GgufParser::ReadValue(GgufValueType type, const std::string& k
       if (*b > 1) return Fail(at, what + ": bool value is " + std::to_string(*b));
       return *b != 0;
     }
-    case GgufValueType::kString:
-      return ReadString(what);
+    case GgufValueType::kString: return ReadString(what);
     case GgufValueType::kArray: {
       const uint64_t type_at = pos_;
       auto et = Read<uint32_t>("array element type of key '" + key + "'");

@@ -26,8 +26,18 @@ namespace ari::runtime {
 
 // GGUF metadata value types (gguf_type in ggml), numbered as on disk.
 enum class GgufValueType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5,
-  kFloat32 = 6, kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
   kFloat64 = 12,
 };
 std::string_view GgufValueTypeName(GgufValueType t);
@@ -39,8 +49,8 @@ struct GgufArray {
   std::span<const std::byte> bytes;  // raw encoded elements (for kString: len+bytes each)
 };
 
-using GgufValue = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float,
-                               bool, std::string_view, uint64_t, int64_t, double, GgufArray>;
+using GgufValue = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool,
+                               std::string_view, uint64_t, int64_t, double, GgufArray>;
 
 struct GgufMetadata {
   std::string key;
@@ -52,8 +62,8 @@ struct TensorInfo {
   std::string name;
   TensorType type = TensorType::kF32;
   uint32_t n_dims = 0;
-  int64_t ne[4] = {1, 1, 1, 1};   // ne[0] is the row length (innermost), as in ggml
-  uint64_t offset = 0;            // relative to the tensor data section
+  int64_t ne[4] = {1, 1, 1, 1};     // ne[0] is the row length (innermost), as in ggml
+  uint64_t offset = 0;              // relative to the tensor data section
   const std::byte* data = nullptr;  // into the mapping
   uint64_t nbytes = 0;
 
@@ -191,8 +201,8 @@ class GgufWriter {
     TensorFiller filler;  // set for streamed tensors (data then empty)
   };
   Result<std::vector<std::byte>> EncodeHeader() const;  // up to the data section start
-  Result<void> CheckNewTensor(const std::string& name, TensorType type,
-                              std::span<const int64_t> ne, uint64_t* nbytes) const;
+  Result<void> CheckNewTensor(const std::string& name, TensorType type, std::span<const int64_t> ne,
+                              uint64_t* nbytes) const;
   void SetRaw(std::string key, GgufValueType type, std::vector<std::byte> encoded);
   uint32_t alignment_;
   std::vector<Meta> meta_;

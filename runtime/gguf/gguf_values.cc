@@ -42,24 +42,15 @@ __int128 ArrayIntAt(const GgufArray& a, uint64_t i) {
     return static_cast<__int128>(v);
   };
   switch (a.elem_type) {
-    case GgufValueType::kUint8:
-      return load(uint8_t{});
-    case GgufValueType::kInt8:
-      return load(int8_t{});
-    case GgufValueType::kUint16:
-      return load(uint16_t{});
-    case GgufValueType::kInt16:
-      return load(int16_t{});
-    case GgufValueType::kUint32:
-      return load(uint32_t{});
-    case GgufValueType::kInt32:
-      return load(int32_t{});
-    case GgufValueType::kUint64:
-      return load(uint64_t{});
-    case GgufValueType::kInt64:
-      return load(int64_t{});
-    default:
-      return 0;
+    case GgufValueType::kUint8: return load(uint8_t{});
+    case GgufValueType::kInt8: return load(int8_t{});
+    case GgufValueType::kUint16: return load(uint16_t{});
+    case GgufValueType::kInt16: return load(int16_t{});
+    case GgufValueType::kUint32: return load(uint32_t{});
+    case GgufValueType::kInt32: return load(int32_t{});
+    case GgufValueType::kUint64: return load(uint64_t{});
+    case GgufValueType::kInt64: return load(int64_t{});
+    default: return 0;
   }
 }
 
@@ -72,31 +63,24 @@ bool IsIntType(GgufValueType t) {
     case GgufValueType::kUint32:
     case GgufValueType::kInt32:
     case GgufValueType::kUint64:
-    case GgufValueType::kInt64:
-      return true;
-    default:
-      return false;
+    case GgufValueType::kInt64: return true;
+    default: return false;
   }
 }
 
 uint64_t FixedSize(GgufValueType t) {
   switch (t) {
     case GgufValueType::kString:
-    case GgufValueType::kArray:
-      return 0;
+    case GgufValueType::kArray: return 0;
     case GgufValueType::kUint8:
     case GgufValueType::kInt8:
-    case GgufValueType::kBool:
-      return 1;
+    case GgufValueType::kBool: return 1;
     case GgufValueType::kUint16:
-    case GgufValueType::kInt16:
-      return 2;
+    case GgufValueType::kInt16: return 2;
     case GgufValueType::kUint64:
     case GgufValueType::kInt64:
-    case GgufValueType::kFloat64:
-      return 8;
-    default:
-      return 4;
+    case GgufValueType::kFloat64: return 8;
+    default: return 4;
   }
 }
 

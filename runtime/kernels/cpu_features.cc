@@ -32,8 +32,8 @@ CpuFeatures DetectX86() {
   const bool cpu_f16c = (c >> 29) & 1u;
   if (!osxsave) return f;
   const uint64_t xcr0 = ReadXcr0();
-  const bool os_ymm = (xcr0 & 0x6u) == 0x6u;     // SSE + AVX state
-  const bool os_zmm = (xcr0 & 0xe6u) == 0xe6u;   // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_ymm = (xcr0 & 0x6u) == 0x6u;    // SSE + AVX state
+  const bool os_zmm = (xcr0 & 0xe6u) == 0xe6u;  // + opmask, ZMM_Hi256, Hi16_ZMM
   if (!os_ymm) return f;
   f.avx = cpu_avx;
   f.fma = cpu_avx && cpu_fma;
@@ -76,7 +76,9 @@ CpuFeatures Detect() {
 #endif
 }
 
-[[maybe_unused]] bool IsX86Tier(IsaTier t) { return t == IsaTier::kAvx2 || t == IsaTier::kAvx512Vnni; }
+[[maybe_unused]] bool IsX86Tier(IsaTier t) {
+  return t == IsaTier::kAvx2 || t == IsaTier::kAvx512Vnni;
+}
 [[maybe_unused]] bool IsArmTier(IsaTier t) {
   return t == IsaTier::kNeon || t == IsaTier::kNeonDotprod || t == IsaTier::kNeonI8mm;
 }
@@ -183,8 +185,8 @@ bool IsaTierSupported(IsaTier tier) {
     case IsaTier::kScalar: return true;
     case IsaTier::kAvx2: return f.avx2 && f.fma && f.f16c;
     case IsaTier::kAvx512Vnni:
-      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl &&
-             f.avx512dq && f.avx512vnni;
+      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
+             f.avx512vnni;
     case IsaTier::kNeon: return f.neon;
     case IsaTier::kNeonDotprod: return f.neon && f.neon_dotprod;
     case IsaTier::kNeonI8mm: return f.neon && f.neon_dotprod && f.neon_i8mm;

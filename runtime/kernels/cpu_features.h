@@ -18,11 +18,11 @@ namespace ari::runtime::kernels {
 // kNeonDotprod < kNeonI8mm. kScalar belongs to both families.
 enum class IsaTier : uint8_t {
   kScalar = 0,
-  kAvx2 = 1,        // AVX2 + FMA + F16C
-  kAvx512Vnni = 2,  // AVX-512 F/BW/VL/DQ + VNNI
-  kNeon = 3,        // AArch64 ASIMD + fp16 conversions
-  kNeonDotprod = 4, // + SDOT/UDOT
-  kNeonI8mm = 5,    // + SMMLA/USMMLA
+  kAvx2 = 1,         // AVX2 + FMA + F16C
+  kAvx512Vnni = 2,   // AVX-512 F/BW/VL/DQ + VNNI
+  kNeon = 3,         // AArch64 ASIMD + fp16 conversions
+  kNeonDotprod = 4,  // + SDOT/UDOT
+  kNeonI8mm = 5,     // + SMMLA/USMMLA
 };
 inline constexpr int kNumIsaTiers = 6;
 

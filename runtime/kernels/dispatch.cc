@@ -113,14 +113,14 @@ Result<void> CheckMatmulArgs(const PackedMatrix& w, PackedPrecision expected, in
     return MakeError(ErrorCode::kInvalidArgument, "packed matrix has the wrong precision");
   }
   if (w.data == nullptr || w.rows <= 0 || w.cols <= 0) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "packed matrix is empty (rows " + std::to_string(w.rows) + ", cols " +
-                         std::to_string(w.cols) + ")");
+    return MakeError(ErrorCode::kInvalidArgument, "packed matrix is empty (rows " +
+                                                      std::to_string(w.rows) + ", cols " +
+                                                      std::to_string(w.cols) + ")");
   }
   if (r0 < 0 || r0 > r1 || r1 > w.rows) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "row range [" + std::to_string(r0) + ", " + std::to_string(r1) +
-                         ") outside [0, " + std::to_string(w.rows) + ")");
+    return MakeError(ErrorCode::kInvalidArgument, "row range [" + std::to_string(r0) + ", " +
+                                                      std::to_string(r1) + ") outside [0, " +
+                                                      std::to_string(w.rows) + ")");
   }
   return {};
 }
@@ -177,7 +177,8 @@ void RmsNormToF16(const KernelTable& k, const float* x, const float* weight, int
                   float eps, uint16_t* out) {
   const float s = RmsScale(k, x, cols, eps);
   Chunked(
-      cols, [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
+      cols,
+      [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
       [&](int64_t c, int64_t len, float* buf) { k.convert_f16(buf, len, out + c); });
   std::fill(out + cols, out + PaddedCols(cols), uint16_t{0});
 }
@@ -186,7 +187,8 @@ void RmsNormToQ8A(const KernelTable& k, const float* x, const float* weight, int
                   float eps, BlockQ8A* out) {
   const float s = RmsScale(k, x, cols, eps);
   Chunked(
-      cols, [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
+      cols,
+      [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
       [&](int64_t c, int64_t len, float* buf) { EmitQ8A(k, c, len, buf, out); });
 }
 

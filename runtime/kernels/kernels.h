@@ -79,20 +79,18 @@ Result<void> CheckMatmulArgs(const PackedMatrix& w, PackedPrecision expected, in
                              int64_t r1);
 
 // ---- Dispatching entry points (ActiveKernels()) ----
-inline void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
-                      int64_t r1) {
+inline void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
   ActiveKernels().gemv_w8a16(w, x, y, r0, r1);
 }
-inline void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n,
-                      float* y, int64_t ldy, int64_t r0, int64_t r1) {
+inline void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+                      int64_t ldy, int64_t r0, int64_t r1) {
   ActiveKernels().gemm_w8a16(w, x, ldx, n, y, ldy, r0, r1);
 }
-inline void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
-                     int64_t r1) {
+inline void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   ActiveKernels().gemv_w4a8(w, x, y, r0, r1);
 }
-inline void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n,
-                     float* y, int64_t ldy, int64_t r0, int64_t r1) {
+inline void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
+                     int64_t ldy, int64_t r0, int64_t r1) {
   ActiveKernels().gemm_w4a8(w, x, ldx, n, y, ldy, r0, r1);
 }
 

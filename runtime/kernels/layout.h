@@ -54,8 +54,8 @@
 
 namespace ari::runtime::kernels {
 
-inline constexpr int kGroup = 32;           // quant group (GGUF QK8_0 == QK4_0)
-inline constexpr int kRowInterleave = 8;    // rows per packed row block
+inline constexpr int kGroup = 32;                     // quant group (GGUF QK8_0 == QK4_0)
+inline constexpr int kRowInterleave = 8;              // rows per packed row block
 inline constexpr int64_t kW8TileBytes = 16 + 8 * 32;  // 272
 inline constexpr int64_t kW4TileBytes = 16 + 8 * 16;  // 144
 inline constexpr int64_t kBufferAlign = 128;          // recommended buffer alignment

@@ -45,8 +45,8 @@ Result<void> PackMatrix(PackedPrecision precision, TensorType src_type, const st
                         int64_t src_row_bytes, int64_t rows, int64_t cols,
                         std::span<std::byte> dst) {
   if (rows <= 0 || cols <= 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "pack: empty matrix " + std::to_string(rows) +
-                                                      "x" + std::to_string(cols));
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "pack: empty matrix " + std::to_string(rows) + "x" + std::to_string(cols));
   }
   if (!IsSupportedTensorType(static_cast<uint32_t>(src_type))) {
     return MakeError(ErrorCode::kUnsupported, "pack: unsupported source tensor type");
@@ -62,9 +62,9 @@ Result<void> PackMatrix(PackedPrecision precision, TensorType src_type, const st
   }
   const int64_t need = PackedBytes(precision, rows, cols);
   if (static_cast<int64_t>(dst.size()) < need) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "pack: destination holds " + std::to_string(dst.size()) + " bytes, need " +
-                         std::to_string(need));
+    return MakeError(ErrorCode::kInvalidArgument, "pack: destination holds " +
+                                                      std::to_string(dst.size()) + " bytes, need " +
+                                                      std::to_string(need));
   }
   const int64_t groups = Groups(cols);
   const int64_t padded = PaddedCols(cols);
@@ -76,8 +76,8 @@ Result<void> PackMatrix(PackedPrecision precision, TensorType src_type, const st
     std::memset(tile, 0, 16);
     std::memset(tile + 16, w8 ? 0 : 0x88, static_cast<size_t>(tile_bytes - 16));
   }
-  const bool direct = (w8 && src_type == TensorType::kQ8_0) ||
-                      (!w8 && src_type == TensorType::kQ4_0);
+  const bool direct =
+      (w8 && src_type == TensorType::kQ8_0) || (!w8 && src_type == TensorType::kQ4_0);
   std::vector<float> f32(direct ? 0 : static_cast<size_t>(padded), 0.0f);
   std::vector<std::byte> blocks(static_cast<size_t>(groups) *
                                 (w8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)));
@@ -114,12 +114,11 @@ Result<void> PackF32(PackedPrecision precision, const float* src, int64_t rows, 
 }
 
 Result<void> UnpackRow(const PackedMatrix& w, int64_t row, std::span<float> out) {
-  if (w.data == nullptr || row < 0 || row >= w.rows ||
-      static_cast<int64_t>(out.size()) < w.cols) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "unpack: row " + std::to_string(row) + " of " + std::to_string(w.rows) +
-                         " or output of " + std::to_string(out.size()) + " < " +
-                         std::to_string(w.cols) + " values");
+  if (w.data == nullptr || row < 0 || row >= w.rows || static_cast<int64_t>(out.size()) < w.cols) {
+    return MakeError(ErrorCode::kInvalidArgument, "unpack: row " + std::to_string(row) + " of " +
+                                                      std::to_string(w.rows) + " or output of " +
+                                                      std::to_string(out.size()) + " < " +
+                                                      std::to_string(w.cols) + " values");
   }
   const int64_t groups = Groups(w.cols);
   const int64_t tile_bytes = TileBytes(w.precision);

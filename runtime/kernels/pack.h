@@ -7,8 +7,8 @@
 #include <span>
 
 #include "runtime/core/error.h"
-#include "runtime/kernels/layout.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/kernels/layout.h"
 
 namespace ari::runtime::kernels {
 

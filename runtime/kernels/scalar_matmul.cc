@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/kernels/kernel_tiers.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
@@ -26,8 +26,7 @@ inline int W4Quant(const std::byte* nibbles, int i, int j) {
 
 namespace scalar {
 
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
-                     int64_t r1) {
+void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* block = w.data + b * groups * kW8TileBytes;
@@ -51,13 +50,12 @@ void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
   }
 }
 
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n,
-                     float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+               int64_t ldy, int64_t r0, int64_t r1) {
   for (int64_t t = 0; t < n; ++t) scalar::GemvW8A16(w, x + t * ldx, y + t * ldy, r0, r1);
 }
 
-void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
-                    int64_t r1) {
+void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* block = w.data + b * groups * kW4TileBytes;
@@ -79,8 +77,8 @@ void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
   }
 }
 
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n,
-                    float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
+              int64_t ldy, int64_t r0, int64_t r1) {
   for (int64_t t = 0; t < n; ++t) scalar::GemvW4A8(w, x + t * ldx, y + t * ldy, r0, r1);
 }
 

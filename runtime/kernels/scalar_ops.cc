@@ -4,8 +4,8 @@
 #include <cmath>
 #include <type_traits>
 
-#include "runtime/kernels/kernel_tiers.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/kernels/kernel_tiers.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
@@ -65,8 +65,8 @@ float ToF32(T v) {
 }
 
 template <class T>
-void AttnScoresScalar(const float* q, const T* k, int64_t ldk, int64_t d, int64_t nt,
-                      float scale, float* out) {
+void AttnScoresScalar(const float* q, const T* k, int64_t ldk, int64_t d, int64_t nt, float scale,
+                      float* out) {
   for (int64_t t = 0; t < nt; ++t) {
     const T* kr = k + t * ldk;
     float s = 0.0f;
@@ -88,8 +88,7 @@ void SoftmaxScalar(float* x, int64_t n) {
 }
 
 template <class T>
-void AttnValuesScalar(const float* p, const T* v, int64_t ldv, int64_t d, int64_t nt,
-                      float* out) {
+void AttnValuesScalar(const float* p, const T* v, int64_t ldv, int64_t d, int64_t nt, float* out) {
   std::fill(out, out + d, 0.0f);
   for (int64_t t = 0; t < nt; ++t) {
     const T* vr = v + t * ldv;
@@ -104,13 +103,28 @@ void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out) { QuantizeQ8AScalar(x
 void ConvertF16(const float* x, int64_t n, uint16_t* out) { ConvertF16Scalar(x, n, out); }
 void ConvertBf16(const float* x, int64_t n, uint16_t* out) { ConvertBf16Scalar(x, n, out); }
 float SumSquares(const float* x, int64_t n) { return SumSquaresScalar(x, n); }
-void ScaleMul(const float* x, const float* w, float s, int64_t n, float* out) { ScaleMulScalar(x, w, s, n, out); }
-void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluScalar(gate, up, n, out); }
-void AttnScoresF16(const float* q, const uint16_t* k, int64_t ldk, int64_t d, int64_t nt, float scale, float* out) { AttnScoresScalar<uint16_t>(q, k, ldk, d, nt, scale, out); }
-void AttnScoresF32(const float* q, const float* k, int64_t ldk, int64_t d, int64_t nt, float scale, float* out) { AttnScoresScalar<float>(q, k, ldk, d, nt, scale, out); }
+void ScaleMul(const float* x, const float* w, float s, int64_t n, float* out) {
+  ScaleMulScalar(x, w, s, n, out);
+}
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  SwiGluScalar(gate, up, n, out);
+}
+void AttnScoresF16(const float* q, const uint16_t* k, int64_t ldk, int64_t d, int64_t nt,
+                   float scale, float* out) {
+  AttnScoresScalar<uint16_t>(q, k, ldk, d, nt, scale, out);
+}
+void AttnScoresF32(const float* q, const float* k, int64_t ldk, int64_t d, int64_t nt, float scale,
+                   float* out) {
+  AttnScoresScalar<float>(q, k, ldk, d, nt, scale, out);
+}
 void Softmax(float* x, int64_t n) { SoftmaxScalar(x, n); }
-void AttnValuesF16(const float* p, const uint16_t* v, int64_t ldv, int64_t d, int64_t nt, float* out) { AttnValuesScalar<uint16_t>(p, v, ldv, d, nt, out); }
-void AttnValuesF32(const float* p, const float* v, int64_t ldv, int64_t d, int64_t nt, float* out) { AttnValuesScalar<float>(p, v, ldv, d, nt, out); }
+void AttnValuesF16(const float* p, const uint16_t* v, int64_t ldv, int64_t d, int64_t nt,
+                   float* out) {
+  AttnValuesScalar<uint16_t>(p, v, ldv, d, nt, out);
+}
+void AttnValuesF32(const float* p, const float* v, int64_t ldv, int64_t d, int64_t nt, float* out) {
+  AttnValuesScalar<float>(p, v, ldv, d, nt, out);
+}
 }  // namespace scalar
 
 }  // namespace ari::runtime::kernels::internal

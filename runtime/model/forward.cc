@@ -205,17 +205,17 @@ Result<std::span<const float>> Forward(Session& session, std::span<const TokenId
   if (tokens.empty()) return MakeError(ErrorCode::kInvalidArgument, "forward: no tokens");
   for (TokenId id : tokens) {
     if (id < 0 || id >= c.vocab_size) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "forward: token id " + std::to_string(id) + " is outside [0, " +
-                           std::to_string(c.vocab_size) + ")");
+      return MakeError(ErrorCode::kInvalidArgument, "forward: token id " + std::to_string(id) +
+                                                        " is outside [0, " +
+                                                        std::to_string(c.vocab_size) + ")");
     }
   }
   const int64_t room = session.context_length() - session.position();
   if (static_cast<int64_t>(tokens.size()) > room) {
-    return MakeError(ErrorCode::kOutOfMemory,
-                     "forward: context full (" + std::to_string(session.position()) + " + " +
-                         std::to_string(tokens.size()) + " tokens > " +
-                         std::to_string(session.context_length()) + ")");
+    return MakeError(ErrorCode::kOutOfMemory, "forward: context full (" +
+                                                  std::to_string(session.position()) + " + " +
+                                                  std::to_string(tokens.size()) + " tokens > " +
+                                                  std::to_string(session.context_length()) + ")");
   }
   if (session.all_logits() && static_cast<int64_t>(tokens.size()) > session.max_batch()) {
     return MakeError(ErrorCode::kInvalidArgument,

@@ -14,8 +14,8 @@
 #include <span>
 
 #include "runtime/core/error.h"
-#include "runtime/model/model_weights.h"
 #include "runtime/core/types.h"
+#include "runtime/model/model_weights.h"
 
 namespace ari::runtime {
 
@@ -32,8 +32,7 @@ Result<std::span<const float>> Forward(Session& session, std::span<const TokenId
 namespace blocks {
 
 // out[r] = x[r] * w * 1/sqrt(mean(x^2) + eps), for n_rows rows of n.
-void RmsNorm(float* out, const float* x, const float* weight, int64_t n, int64_t n_rows,
-             float eps);
+void RmsNorm(float* out, const float* x, const float* weight, int64_t n, int64_t n_rows, float eps);
 // out[t, r] = sum_c W[r, c] * x[t, c] for t < n_tokens; `row` is scratch of W.cols floats.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, float* row);
 // Rotates n_heads heads of head_dim in `vec` (one token) by the angles of one position.

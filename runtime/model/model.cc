@@ -22,8 +22,7 @@ Result<std::unique_ptr<Model>> Model::FromBytes(std::vector<std::byte> bytes, st
   return Init(std::unique_ptr<Model>(new Model(std::move(*file), std::move(bytes))), opts);
 }
 
-Result<std::unique_ptr<Model>> Model::Init(std::unique_ptr<Model> m,
-                                           const ModelLoadOptions& opts) {
+Result<std::unique_ptr<Model>> Model::Init(std::unique_ptr<Model> m, const ModelLoadOptions& opts) {
   auto config = ModelConfig::FromGguf(m->file_);
   if (!config) return std::unexpected(config.error());
   m->config_ = std::move(*config);
@@ -37,10 +36,10 @@ Result<std::unique_ptr<Model>> Model::Init(std::unique_ptr<Model> m,
     }
     // More embedding rows than tokens (padded vocabularies) is fine; fewer is not.
     if ((*tok)->VocabSize() > m->config_.vocab_size) {
-      return MakeError(ErrorCode::kFormat,
-                       m->file_.name() + ": tokenizer has " + std::to_string((*tok)->VocabSize()) +
-                           " tokens but token_embd.weight has only " +
-                           std::to_string(m->config_.vocab_size) + " rows");
+      return MakeError(ErrorCode::kFormat, m->file_.name() + ": tokenizer has " +
+                                               std::to_string((*tok)->VocabSize()) +
+                                               " tokens but token_embd.weight has only " +
+                                               std::to_string(m->config_.vocab_size) + " rows");
     }
     m->tokenizer_ = std::move(*tok);
   }

@@ -27,8 +27,7 @@ class Model {
   static Result<std::unique_ptr<Model>> Load(const std::filesystem::path& path,
                                              const ModelLoadOptions& opts = {});
   // From a GGUF image in memory (the model keeps the bytes).
-  static Result<std::unique_ptr<Model>> FromBytes(std::vector<std::byte> bytes,
-                                                  std::string name,
+  static Result<std::unique_ptr<Model>> FromBytes(std::vector<std::byte> bytes, std::string name,
                                                   const ModelLoadOptions& opts = {});
 
   const ModelConfig& config() const { return config_; }

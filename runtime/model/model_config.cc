@@ -16,8 +16,8 @@ Result<int32_t> ReadDim(const GgufFile& f, const std::string& key) {
   }
   if (*v == 0 || *v > kMaxDim) {
     return MakeError(ErrorCode::kFormat, f.name() + ": " + key + " = " + std::to_string(*v) +
-                                             " is out of range [1, " +
-                                             std::to_string(kMaxDim) + "]");
+                                             " is out of range [1, " + std::to_string(kMaxDim) +
+                                             "]");
   }
   return static_cast<int32_t>(*v);
 }
@@ -52,9 +52,8 @@ Result<void> ReadArchitecture(const GgufFile& f, ModelConfig& c) {
     c.rope_type = RopeType::kNeox;
     c.qkv_bias = true;
   } else {
-    return MakeError(ErrorCode::kUnsupported,
-                     f.name() + ": architecture '" + c.arch_name +
-                         "' is not supported (supported: llama, qwen2)");
+    return MakeError(ErrorCode::kUnsupported, f.name() + ": architecture '" + c.arch_name +
+                                                  "' is not supported (supported: llama, qwen2)");
   }
   if (auto n = f.GetString("general.name")) c.name = std::string(*n);
   return {};
@@ -86,8 +85,7 @@ Result<void> ReadSizes(const GgufFile& f, const std::string& a, ModelConfig& c) 
 // Head dim, RoPE and the norm's epsilon (after ReadSizes).
 Result<void> ReadAttention(const GgufFile& f, const std::string& a, ModelConfig& c) {
   if (c.dim % c.n_heads != 0 && !f.Has(a + "attention.key_length")) {
-    return MakeError(ErrorCode::kFormat, f.name() + ": embedding_length " +
-                                             std::to_string(c.dim) +
+    return MakeError(ErrorCode::kFormat, f.name() + ": embedding_length " + std::to_string(c.dim) +
                                              " is not a multiple of head_count " +
                                              std::to_string(c.n_heads));
   }
@@ -103,10 +101,10 @@ Result<void> ReadAttention(const GgufFile& f, const std::string& a, ModelConfig&
   auto rope_dims = ReadDimOr(f, a + "rope.dimension_count", c.head_dim);
   if (!rope_dims) return std::unexpected(rope_dims.error());
   if (*rope_dims != c.head_dim) {
-    return MakeError(ErrorCode::kUnsupported,
-                     f.name() + ": partial RoPE (rope.dimension_count " +
-                         std::to_string(*rope_dims) + " != head dim " +
-                         std::to_string(c.head_dim) + ") is not supported");
+    return MakeError(ErrorCode::kUnsupported, f.name() + ": partial RoPE (rope.dimension_count " +
+                                                  std::to_string(*rope_dims) + " != head dim " +
+                                                  std::to_string(c.head_dim) +
+                                                  ") is not supported");
   }
   auto theta = ReadPositiveFloatOr(f, a + "rope.freq_base", 10000.0f);
   if (!theta) return std::unexpected(theta.error());
@@ -129,8 +127,8 @@ Result<void> ReadVocab(const GgufFile& f, ModelConfig& c) {
   }
   c.vocab_size = static_cast<int32_t>(embd->ne[1]);
   // ari-pack hook: a pack names an untied classifier output.weight.w8 (see pack_file.h).
-  c.tied_embeddings = f.FindTensor("output.weight") == nullptr &&
-                      f.FindTensor("output.weight.w8") == nullptr;
+  c.tied_embeddings =
+      f.FindTensor("output.weight") == nullptr && f.FindTensor("output.weight.w8") == nullptr;
   return {};
 }
 

@@ -33,8 +33,8 @@ std::string ShapeString(const TensorInfo& t) {
 
 // Looks up `name` and checks it is a rows x cols matrix (ne0 = cols, ne1 = rows) of a
 // supported type. A 1-D tensor is expected when rows == 0 (then it is one row of cols).
-Result<WeightMatrix> Bind(const GgufFile& f, const std::string& name, int64_t rows,
-                          int64_t cols, bool optional = false) {
+Result<WeightMatrix> Bind(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols,
+                          bool optional = false) {
   const TensorInfo* t = f.FindTensor(name);
   if (t == nullptr) {
     if (optional) return WeightMatrix{};
@@ -57,14 +57,14 @@ Result<WeightMatrix> Bind(const GgufFile& f, const std::string& name, int64_t ro
                                              " (ne0 first)");
   }
   if (!IsSupportedTensorType(static_cast<uint32_t>(t->type))) {
-    return MakeError(ErrorCode::kUnsupported,
-                     f.name() + ": tensor " + name + " has unsupported type " +
-                         std::to_string(static_cast<uint32_t>(t->type)));
+    return MakeError(ErrorCode::kUnsupported, f.name() + ": tensor " + name +
+                                                  " has unsupported type " +
+                                                  std::to_string(static_cast<uint32_t>(t->type)));
   }
   auto row_bytes = RowBytes(t->type, cols);
   if (!row_bytes) {
-    return MakeError(ErrorCode::kFormat, f.name() + ": tensor " + name + ": " +
-                                             row_bytes.error().message);
+    return MakeError(ErrorCode::kFormat,
+                     f.name() + ": tensor " + name + ": " + row_bytes.error().message);
   }
   if (t->data == nullptr || t->nbytes < *row_bytes * static_cast<uint64_t>(want_rows)) {
     return MakeError(ErrorCode::kFormat, f.name() + ": tensor " + name + " data is too short");
@@ -100,8 +100,8 @@ Result<ModelWeights> ModelWeights::FromGguf(const GgufFile& f, const ModelConfig
     dst = *m;
     return {};
   };
-#define ARI_BIND(...)                                    \
-  do {                                                   \
+#define ARI_BIND(...)                                                      \
+  do {                                                                     \
     if (auto r = bind(__VA_ARGS__); !r) return std::unexpected(r.error()); \
   } while (0)
   ARI_BIND(w.token_embd, "token_embd.weight", vocab, dim);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "runtime/core/error.h"
-#include "runtime/model/model_config.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/model/model_config.h"
 
 namespace ari::runtime {
 
@@ -48,10 +48,10 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  WeightMatrix token_embd;          // [vocab, dim]  token_embd.weight
-  WeightMatrix output_norm;         // [1, dim]      output_norm.weight
-  WeightMatrix output;              // [vocab, dim]  output.weight (== token_embd when tied)
-  std::vector<LayerWeights> layers; // [n_layers]
+  WeightMatrix token_embd;           // [vocab, dim]  token_embd.weight
+  WeightMatrix output_norm;          // [1, dim]      output_norm.weight
+  WeightMatrix output;               // [vocab, dim]  output.weight (== token_embd when tied)
+  std::vector<LayerWeights> layers;  // [n_layers]
 
   // Finds every tensor the config needs and checks its shape and type.
   static Result<ModelWeights> FromGguf(const GgufFile& file, const ModelConfig& config);

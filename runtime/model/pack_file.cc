@@ -18,7 +18,7 @@ constexpr PackedPrecision kPrecisions[2] = {PackedPrecision::kW8, PackedPrecisio
 const char* Suffix(PackedPrecision p) { return p == PackedPrecision::kW8 ? ".w8" : ".w4"; }
 
 bool IsLinearName(const std::string& n) {
-  static const char* kEnds[] = {"attn_q.weight",   "attn_k.weight",  "attn_v.weight",
+  static const char* kEnds[] = {"attn_q.weight",      "attn_k.weight",   "attn_v.weight",
                                 "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
                                 "ffn_down.weight"};
   if (n == "output.weight") return true;
@@ -29,8 +29,7 @@ bool IsLinearName(const std::string& n) {
   return false;
 }
 
-Result<void> AddPacked(GgufWriter& w, const std::string& name, const TensorInfo& t,
-                       bool verbose) {
+Result<void> AddPacked(GgufWriter& w, const std::string& name, const TensorInfo& t, bool verbose) {
   const int64_t cols = t.ne[0], rows = t.NumRows();
   auto row_bytes = RowBytes(t.type, cols);
   if (!row_bytes) return std::unexpected(row_bytes.error());
@@ -107,10 +106,10 @@ Result<PackSummary> WritePack(const std::filesystem::path& in, const std::filesy
   if (!weights) return std::unexpected(weights.error());
   if (!opts.layer_importance.empty() &&
       opts.layer_importance.size() != static_cast<size_t>(config->n_layers)) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "ari-pack: layer_importance has " +
-                         std::to_string(opts.layer_importance.size()) + " values, model has " +
-                         std::to_string(config->n_layers) + " blocks");
+    return MakeError(ErrorCode::kInvalidArgument, "ari-pack: layer_importance has " +
+                                                      std::to_string(opts.layer_importance.size()) +
+                                                      " values, model has " +
+                                                      std::to_string(config->n_layers) + " blocks");
   }
   GgufWriter w(64);
   w.CopyMetadata(*src, "");
@@ -190,8 +189,8 @@ Result<PackedWeights> BindPack(const GgufFile& f, const ModelConfig& c) {
         PackedMatrix* dst;
         const char* name;
         int64_t rows, cols;
-      } items[] = {{&L.q, "attn_q.weight", qd, dim},      {&L.k, "attn_k.weight", kvd, dim},
-                   {&L.v, "attn_v.weight", kvd, dim},     {&L.o, "attn_output.weight", dim, qd},
+      } items[] = {{&L.q, "attn_q.weight", qd, dim},       {&L.k, "attn_k.weight", kvd, dim},
+                   {&L.v, "attn_v.weight", kvd, dim},      {&L.o, "attn_output.weight", dim, qd},
                    {&L.gate, "ffn_gate.weight", ffn, dim}, {&L.up, "ffn_up.weight", ffn, dim},
                    {&L.down, "ffn_down.weight", dim, ffn}};
       for (const Item& it : items) {

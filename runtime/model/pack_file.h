@@ -46,7 +46,7 @@ struct PackOptions {
 
 struct PackSummary {
   uint64_t bytes_written = 0;
-  int32_t matrices = 0;        // linear weights packed (each in both precisions)
+  int32_t matrices = 0;  // linear weights packed (each in both precisions)
   double seconds = 0;
 };
 

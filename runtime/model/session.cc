@@ -1,7 +1,8 @@
 #include "runtime/model/session.h"
 
-#include <algorithm>
 #include <math.h>
+
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -11,7 +12,9 @@
 namespace ari::runtime {
 namespace {
 
-size_t AlignUp(size_t n) { return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment; }
+size_t AlignUp(size_t n) {
+  return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
 
 }  // namespace
 
@@ -22,8 +25,8 @@ Result<std::unique_ptr<Session>> Session::Create(const Model& model, const Sessi
                      "session: context_length must be >= 0 and max_batch > 0");
   }
   std::unique_ptr<Session> s(new Session(model));
-  s->ctx_ = opts.context_length == 0 ? c.context_length
-                                     : std::min(opts.context_length, c.context_length);
+  s->ctx_ =
+      opts.context_length == 0 ? c.context_length : std::min(opts.context_length, c.context_length);
   s->max_batch_ = std::min(opts.max_batch, s->ctx_);
   s->kv_dim_ = c.kv_dim();
   s->vocab_ = c.vocab_size;
@@ -39,11 +42,14 @@ Result<std::unique_ptr<Session>> Session::Create(const Model& model, const Sessi
   const size_t kv_floats = static_cast<size_t>(c.n_layers) * ctx * kv_dim;
 
   // Element counts of every buffer, in carving order.
-  const size_t counts[] = {kv_floats,          kv_floats,         n * dim, n * dim,
-                           n * q_dim,          n * q_dim,         n * kv_dim, n * kv_dim,
-                           n * ffn,            n * ffn,           ctx,     max_cols,
-                           vec,                (opts.all_logits ? n : 1) * s->vocab_,
-                           ctx * half,         ctx * half};
+  const size_t counts[] = {kv_floats,  kv_floats,
+                           n * dim,    n * dim,
+                           n * q_dim,  n * q_dim,
+                           n * kv_dim, n * kv_dim,
+                           n * ffn,    n * ffn,
+                           ctx,        max_cols,
+                           vec,        (opts.all_logits ? n : 1) * s->vocab_,
+                           ctx * half, ctx * half};
   size_t total = 0;
   for (size_t cnt : counts) {
     if (cnt > (std::numeric_limits<size_t>::max() / 8) / sizeof(float)) {
@@ -67,17 +73,27 @@ Result<std::unique_ptr<Session>> Session::Create(const Model& model, const Sessi
   }
   s->key_cache_ = ptrs[0];
   s->value_cache_ = ptrs[1];
-  s->buf_ = Buffers{.x = ptrs[2], .xb = ptrs[3], .xb2 = ptrs[4], .q = ptrs[5], .k = ptrs[6],
-                    .v = ptrs[7], .hb = ptrs[8], .hb2 = ptrs[9], .att = ptrs[10],
-                    .row = ptrs[11], .vec = ptrs[12], .logits = ptrs[13],
-                    .rope_cos = ptrs[14], .rope_sin = ptrs[15]};
+  s->buf_ = Buffers{.x = ptrs[2],
+                    .xb = ptrs[3],
+                    .xb2 = ptrs[4],
+                    .q = ptrs[5],
+                    .k = ptrs[6],
+                    .v = ptrs[7],
+                    .hb = ptrs[8],
+                    .hb2 = ptrs[9],
+                    .att = ptrs[10],
+                    .row = ptrs[11],
+                    .vec = ptrs[12],
+                    .logits = ptrs[13],
+                    .rope_cos = ptrs[14],
+                    .rope_sin = ptrs[15]};
 
   // RoPE table: pair i of a head turns by pos * theta^(-2i / head_dim) (as llama2.c computes
   // it, in float: 1 / powf(theta, 2i / head_dim)).
   for (size_t pos = 0; pos < ctx; ++pos) {
     for (size_t i = 0; i < half; ++i) {
-      const float freq = 1.0f / powf(c.rope_theta, static_cast<float>(2 * i) /
-                                                           static_cast<float>(c.head_dim));
+      const float freq =
+          1.0f / powf(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
       const float val = static_cast<float>(pos) * freq;
       s->buf_.rope_cos[pos * half + i] = cosf(val);
       s->buf_.rope_sin[pos * half + i] = sinf(val);
@@ -92,9 +108,9 @@ Session::~Session() {
 
 Result<void> Session::Truncate(int32_t n) {
   if (n < 0 || n > position_) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "session: cannot truncate to " + std::to_string(n) + " (position " +
-                         std::to_string(position_) + ")");
+    return MakeError(ErrorCode::kInvalidArgument, "session: cannot truncate to " +
+                                                      std::to_string(n) + " (position " +
+                                                      std::to_string(position_) + ")");
   }
   position_ = n;
   n_logits_ = 0;

@@ -56,7 +56,10 @@ class Session {
   uint64_t arena_bytes() const { return arena_bytes_; }
 
   // Forget the conversation (KV contents are simply overwritten later).
-  void Reset() { position_ = 0; n_logits_ = 0; }
+  void Reset() {
+    position_ = 0;
+    n_logits_ = 0;
+  }
   // Keep the first n positions only (rewind after a rejected continuation).
   Result<void> Truncate(int32_t n);
 

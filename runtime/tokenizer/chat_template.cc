@@ -63,9 +63,9 @@ Result<ChatTemplateKind> DetectChatTemplate(std::string_view t) {
   if (auto by_name = ChatTemplateFromName(t)) return *by_name;
   auto has = [t](std::string_view marker) { return t.find(marker) != std::string_view::npos; };
   auto unsupported = [t](std::string_view family) -> Result<ChatTemplateKind> {
-    return MakeError(ErrorCode::kUnsupported,
-                     "unsupported chat template '" + std::string(family) + "' (\"" + Excerpt(t) +
-                         "\"); supported: chatml, llama3, llama2 [INST]");
+    return MakeError(ErrorCode::kUnsupported, "unsupported chat template '" + std::string(family) +
+                                                  "' (\"" + Excerpt(t) +
+                                                  "\"); supported: chatml, llama3, llama2 [INST]");
   };
   // Same markers and order as llama.cpp's llm_chat_detect_template, so a template that
   // llama.cpp gives to another family is reported as that family, not misrendered.
@@ -105,16 +105,15 @@ Result<ChatTemplateKind> DetectChatTemplate(std::string_view t) {
 Result<ChatTemplateKind> DetectChatTemplate(const GgufFile& model) {
   auto t = model.GetString("tokenizer.chat_template");
   if (!t) {
-    return MakeError(t.error().code, model.name() + ": no usable tokenizer.chat_template: " +
-                                         t.error().message);
+    return MakeError(t.error().code,
+                     model.name() + ": no usable tokenizer.chat_template: " + t.error().message);
   }
   auto kind = DetectChatTemplate(*t);
   if (!kind) return MakeError(kind.error().code, model.name() + ": " + kind.error().message);
   return *kind;
 }
 
-Result<std::string> ApplyChatTemplate(ChatTemplateKind kind,
-                                      std::span<const ChatMessage> messages,
+Result<std::string> ApplyChatTemplate(ChatTemplateKind kind, std::span<const ChatMessage> messages,
                                       bool add_assistant_prefix) {
   std::string out;
   size_t reserve = 64;

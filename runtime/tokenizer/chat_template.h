@@ -35,7 +35,7 @@ enum class ChatTemplateKind {
 };
 
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant" (others are passed through)
+  std::string role;  // "system", "user", "assistant" (others are passed through)
   std::string content;
 };
 
@@ -54,8 +54,7 @@ Result<ChatTemplateKind> DetectChatTemplate(const GgufFile& model);
 
 // Renders the conversation. add_assistant_prefix appends the header that opens the
 // assistant's turn (ChatML, Llama 3; the [INST] formats end with " [/INST]" anyway).
-Result<std::string> ApplyChatTemplate(ChatTemplateKind kind,
-                                      std::span<const ChatMessage> messages,
+Result<std::string> ApplyChatTemplate(ChatTemplateKind kind, std::span<const ChatMessage> messages,
                                       bool add_assistant_prefix);
 
 }  // namespace ari::runtime

@@ -55,7 +55,9 @@ const std::vector<PreEntry>& Table() {
        {R"re(\p{N}{1,3})re", R"re([一-龥぀-ゟ゠-ヿ]+)re",
         R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
       {"falcon", {}, {R"re([\p{P}\$\+<=>\^~\|`]+)re", kGpt2, "[0-9][0-9][0-9]"}},
-      {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b", {}, {R"re(\p{N})re", kGpt2}},
+      {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b",
+       {},
+       {R"re(\p{N})re", kGpt2}},
       {"gpt-2|phi-2|mpt|olmo|jais|jina-es|jina-de|gigachat|jina-v1-en|jina-v2-es|jina-v2-de|"
        "jina-v2-code|roberta-bpe",
        {},
@@ -148,8 +150,8 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_view pre)
     const std::string rewritten = RewriteWhitespace(re);
     UErrorCode status = U_ZERO_ERROR;
     UParseError perr{};
-    std::unique_ptr<icu::RegexPattern> p(icu::RegexPattern::compile(
-        icu::UnicodeString::fromUTF8(rewritten), 0, perr, status));
+    std::unique_ptr<icu::RegexPattern> p(
+        icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(rewritten), 0, perr, status));
     if (U_FAILURE(status) || !p) {
       return MakeError(ErrorCode::kInternal, "tokenizer: pre-tokenizer '" + std::string(pre) +
                                                  "': ICU cannot compile regex '" + re +

@@ -1,11 +1,12 @@
 // Tokenizer factory (GGUF metadata -> VocabSpec -> SPM/BPE) and the vocabulary base shared
 // by both tokenizers (special tokens, attributes, piece cache, special-token partitioning).
 // Decoding (whole sequence and streaming) is in tokenizer_decode.cc.
+#include "runtime/tokenizer/tokenizer.h"
+
 #include <algorithm>
 #include <utility>
 
 #include "runtime/gguf/gguf.h"
-#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/tokenizer_impl.h"
 
 namespace ari::runtime {
@@ -51,8 +52,7 @@ Result<void> CheckSpec(const VocabSpec& spec) {
                                              " scores for " + std::to_string(n) + " tokens");
   }
   if (!spec.token_types.empty() && spec.token_types.size() != n) {
-    return MakeError(ErrorCode::kFormat, "tokenizer: " +
-                                             std::to_string(spec.token_types.size()) +
+    return MakeError(ErrorCode::kFormat, "tokenizer: " + std::to_string(spec.token_types.size()) +
                                              " token types for " + std::to_string(n) + " tokens");
   }
   return {};
@@ -106,15 +106,16 @@ void VocabTokenizer::PickSpecialTokens(const VocabSpec& spec, TokenId def_bos, T
   eom_ = pick(spec.eom, -1);
   add_bos_ = spec.add_bos >= 0 ? spec.add_bos != 0 : def_add_bos;
   add_eos_ = spec.add_eos >= 0 && spec.add_eos != 0;
-  add_space_prefix_ = spec.add_space_prefix >= 0 ? spec.add_space_prefix != 0
-                                                 : def_add_space_prefix;
+  add_space_prefix_ =
+      spec.add_space_prefix >= 0 ? spec.add_space_prefix != 0 : def_add_space_prefix;
 }
 
 void VocabTokenizer::FindEndOfGeneration() {
   // End-of-turn / end-of-generation tokens recognised by their text, as llama.cpp does;
   // such tokens become control tokens.
   auto force_control = [this](TokenId id) {
-    if ((bits_[static_cast<size_t>(id)] & kBitControl) == 0) bits_[static_cast<size_t>(id)] = kBitControl;
+    if ((bits_[static_cast<size_t>(id)] & kBitControl) == 0)
+      bits_[static_cast<size_t>(id)] = kBitControl;
   };
   auto find_first = [this](std::initializer_list<std::string_view> texts) -> TokenId {
     for (std::string_view t : texts) {
@@ -175,7 +176,8 @@ void VocabTokenizer::SetStripBits(std::string_view spec_name) {
     auto& b = bits_[static_cast<size_t>(id)];
     b = on ? static_cast<uint16_t>(b | bit) : static_cast<uint16_t>(b & ~bit);
   };
-  if (pre_.find("jina-v2-de") != std::string::npos || pre_.find("jina-v2-es") != std::string::npos ||
+  if (pre_.find("jina-v2-de") != std::string::npos ||
+      pre_.find("jina-v2-es") != std::string::npos ||
       pre_.find("jina-v2-code") != std::string::npos) {
     set_bit(FindToken("<mask>"), kBitLstrip, true);
   } else if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
@@ -346,9 +348,12 @@ Result<VocabSpec> Tokenizer::SpecFromGguf(const GgufFile& file) {
     for (std::string_view m : *merges) spec.merges.emplace_back(m);
   }
   const std::pair<const char*, int64_t*> ids[] = {
-      {"tokenizer.ggml.bos_token_id", &spec.bos},     {"tokenizer.ggml.eos_token_id", &spec.eos},
-      {"tokenizer.ggml.unknown_token_id", &spec.unk}, {"tokenizer.ggml.padding_token_id", &spec.pad},
-      {"tokenizer.ggml.eot_token_id", &spec.eot},     {"tokenizer.ggml.eom_token_id", &spec.eom},
+      {"tokenizer.ggml.bos_token_id", &spec.bos},
+      {"tokenizer.ggml.eos_token_id", &spec.eos},
+      {"tokenizer.ggml.unknown_token_id", &spec.unk},
+      {"tokenizer.ggml.padding_token_id", &spec.pad},
+      {"tokenizer.ggml.eot_token_id", &spec.eot},
+      {"tokenizer.ggml.eom_token_id", &spec.eom},
   };
   for (const auto& [key, dst] : ids) {
     if (!file.Has(key)) continue;

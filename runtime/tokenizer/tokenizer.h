@@ -18,13 +18,18 @@ namespace ari::runtime {
 class GgufFile;
 
 enum class TokenAttr : uint8_t {  // tokenizer.ggml.token_type values
-  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5,
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
   kByte = 6,
 };
 
 struct EncodeOptions {
-  bool add_bos = true;        // prepend BOS when the vocab says so (tokenizer.ggml.add_bos_token)
-  bool add_eos = false;       // append EOS (explicit request; AddEosByDefault() tells the vocab's wish)
+  bool add_bos = true;   // prepend BOS when the vocab says so (tokenizer.ggml.add_bos_token)
+  bool add_eos = false;  // append EOS (explicit request; AddEosByDefault() tells the vocab's wish)
   // Recognise control/unknown token texts inside the input (longest first, as llama.cpp's
   // tokenizer_st_partition). User-defined tokens are always recognised, as in llama.cpp.
   bool parse_special = false;
@@ -33,11 +38,11 @@ struct EncodeOptions {
 // Everything a tokenizer is built from: what tokenizer.ggml.* holds in a GGUF, decoded.
 // FromGguf() fills one of these; tests and converters may build one by hand.
 struct VocabSpec {
-  std::string model = "llama";     // "llama" (SPM) or "gpt2" (byte-level BPE)
-  std::string pre;                 // tokenizer.ggml.pre; empty -> "default"
-  std::string name;                // general.name (llama.cpp keys some token attributes on it)
+  std::string model = "llama";  // "llama" (SPM) or "gpt2" (byte-level BPE)
+  std::string pre;              // tokenizer.ggml.pre; empty -> "default"
+  std::string name;             // general.name (llama.cpp keys some token attributes on it)
   std::vector<std::string> tokens;
-  std::vector<float> scores;       // empty -> all 0
+  std::vector<float> scores;         // empty -> all 0
   std::vector<int32_t> token_types;  // TokenAttr values; empty -> all kNormal
   std::vector<std::string> merges;   // "left right", rank = index (gpt2 only)
   // Special ids; -1 keeps the model's default (SPM: bos 1, eos 2, unk 0; gpt2: bos/eos 11).
@@ -75,8 +80,8 @@ class Tokenizer {
   std::string_view NextPiece(TokenId id, bool special, bool& strip_pending) const;
 
   virtual int32_t VocabSize() const = 0;
-  virtual TokenId Bos() const = 0;   // -1 when none
-  virtual TokenId Eos() const = 0;   // -1 when none
+  virtual TokenId Bos() const = 0;            // -1 when none
+  virtual TokenId Eos() const = 0;            // -1 when none
   virtual TokenId Eot() const { return -1; }  // end-of-turn (e.g. <|eot_id|>, <|im_end|>)
   virtual bool IsEog(TokenId id) const = 0;   // end of generation (EOS, EOT, ...)
   virtual TokenAttr Attr(TokenId id) const = 0;
@@ -84,8 +89,8 @@ class Tokenizer {
   virtual std::string_view Model() const = 0;  // "llama" / "gpt2"
   virtual std::string_view Pre() const = 0;    // pre-tokenizer name ("default", "llama-bpe"...)
 
-  virtual TokenId Unk() const = 0;   // -1 when none
-  virtual TokenId Pad() const = 0;   // -1 when none
+  virtual TokenId Unk() const = 0;  // -1 when none
+  virtual TokenId Pad() const = 0;  // -1 when none
   virtual bool AddEosByDefault() const = 0;
   virtual bool AddSpacePrefix() const = 0;  // SPM: a space is put before the text
   // Raw vocabulary entry (as stored in tokenizer.ggml.tokens); "" when out of range.
@@ -114,7 +119,7 @@ class StreamDecoder {
 
   const Tokenizer* tok_;
   bool special_;
-  bool first_ = true;     // leading-space strip still pending (see Tokenizer::NextPiece)
+  bool first_ = true;    // leading-space strip still pending (see Tokenizer::NextPiece)
   std::string pending_;  // incomplete UTF-8 sequence, at most 3 bytes (fits SSO: no heap)
 };
 

@@ -21,7 +21,7 @@ namespace {
 struct ByteMap {
   std::array<std::array<char, 2>, 256> utf8{};  // UTF-8 of the code point for each byte
   std::array<uint8_t, 256> utf8_len{};
-  std::array<int16_t, 0x144> cp_to_byte{};     // inverse, -1 when not a mapped code point
+  std::array<int16_t, 0x144> cp_to_byte{};  // inverse, -1 when not a mapped code point
 
   ByteMap() {
     cp_to_byte.fill(-1);
@@ -86,7 +86,8 @@ class BpeTokenizer final : public VocabTokenizer {
     pretok_ = std::move(*pt);
     ignore_merges_ = info.ignore_merges;
     if (spec.merges.empty()) {
-      return MakeError(ErrorCode::kFormat, "tokenizer: gpt2 vocabulary without tokenizer.ggml.merges");
+      return MakeError(ErrorCode::kFormat,
+                       "tokenizer: gpt2 vocabulary without tokenizer.ggml.merges");
     }
     merges_ = std::move(spec.merges);
     ranks_.reserve(merges_.size());

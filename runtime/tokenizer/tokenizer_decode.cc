@@ -59,7 +59,8 @@ void StreamDecoder::Feed(std::string_view bytes, std::string& out) {
       ++i;
       continue;
     }
-    if (!Utf8ValidContinuation(static_cast<uint8_t>(pending_[0]), pending_.size(), b)) {  // maximal invalid subpart ends here; retry b afresh
+    if (!Utf8ValidContinuation(static_cast<uint8_t>(pending_[0]), pending_.size(),
+                               b)) {  // maximal invalid subpart ends here; retry b afresh
       out.append(kReplacement);
       pending_.clear();
       continue;

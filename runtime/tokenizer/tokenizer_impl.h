@@ -112,8 +112,8 @@ class VocabTokenizer : public Tokenizer {
   std::string pre_;
   std::vector<std::string> tokens_;
   std::vector<float> scores_;
-  std::vector<int32_t> types_;   // tokenizer.ggml.token_type as given (Attr())
-  std::vector<uint16_t> bits_;   // AttrBit set per token
+  std::vector<int32_t> types_;  // tokenizer.ggml.token_type as given (Attr())
+  std::vector<uint16_t> bits_;  // AttrBit set per token
   std::unordered_map<std::string_view, TokenId> token_to_id_;  // views into tokens_
   std::vector<TokenId> special_cache_;  // control/user-defined/unknown, longest text first
   std::vector<TokenId> eog_;            // sorted
@@ -124,8 +124,8 @@ class VocabTokenizer : public Tokenizer {
  private:
   // The steps of InitCommon(), in order.
   void TakeVocabulary(VocabSpec& spec);  // tokens, scores, types, attribute bits, index
-  void PickSpecialTokens(const VocabSpec& spec, TokenId def_bos, TokenId def_eos,
-                         TokenId def_unk, bool def_add_bos, bool def_add_space_prefix);
+  void PickSpecialTokens(const VocabSpec& spec, TokenId def_bos, TokenId def_eos, TokenId def_unk,
+                         bool def_add_bos, bool def_add_space_prefix);
   void FindEndOfGeneration();  // EOT/EOM by their text, the end-of-generation set
   void BuildSpecialCache();
   void SetStripBits(std::string_view spec_name);  // lstrip/rstrip as llama.cpp names them

@@ -12,7 +12,6 @@
 #include "runtime/model/model.h"
 #include "runtime/model/pack_file.h"
 
-
 int main(int argc, char** argv) {
   std::string in, out, calib;
   ari::runtime::PackOptions opts;

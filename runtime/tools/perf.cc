@@ -17,29 +17,49 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (a == "--json") { json = true; continue; }
-    if (!v) { std::fprintf(stderr, "ari-perf: %s needs a value\n", argv[i]); return 2; }
+    if (a == "--json") {
+      json = true;
+      continue;
+    }
+    if (!v) {
+      std::fprintf(stderr, "ari-perf: %s needs a value\n", argv[i]);
+      return 2;
+    }
     ++i;
-    if (a == "-m") o.model = v;
+    if (a == "-m")
+      o.model = v;
     else if (a == "--precision") {
       const std::string_view p = v;
-      o.precision = p == "w4a8" ? Precision::kW4A8 : p == "reference" ? Precision::kReference : Precision::kW8A16;
-    } else if (a == "-t") o.threads = std::atoi(v);
-    else if (a == "-n") o.n_gen = std::atoi(v);
-    else if (a == "-r") o.reps = std::atoi(v);
+      o.precision = p == "w4a8"        ? Precision::kW4A8
+                    : p == "reference" ? Precision::kReference
+                                       : Precision::kW8A16;
+    } else if (a == "-t")
+      o.threads = std::atoi(v);
+    else if (a == "-n")
+      o.n_gen = std::atoi(v);
+    else if (a == "-r")
+      o.reps = std::atoi(v);
     else if (a == "--bw-mib") {
       o.bandwidth_bytes = static_cast<uint64_t>(std::atoll(v)) << 20;
       o.measure_bandwidth = o.bandwidth_bytes > 0;
-    }
-    else if (a == "-p") {
+    } else if (a == "-p") {
       o.prompt_sizes.clear();
       std::stringstream ss(v);
       for (std::string x; std::getline(ss, x, ',');) o.prompt_sizes.push_back(std::atoi(x.c_str()));
-    } else { std::fprintf(stderr, "ari-perf: unknown flag %s\n", argv[i - 1]); return 2; }
+    } else {
+      std::fprintf(stderr, "ari-perf: unknown flag %s\n", argv[i - 1]);
+      return 2;
+    }
   }
-  if (o.model.empty()) { std::fprintf(stderr, "usage: ari-perf -m model.gguf ...\n"); return 2; }
+  if (o.model.empty()) {
+    std::fprintf(stderr, "usage: ari-perf -m model.gguf ...\n");
+    return 2;
+  }
   auto r = RunModelBench(o);
-  if (!r) { std::fprintf(stderr, "ari-perf: %s\n", r.error().ToString().c_str()); return 1; }
+  if (!r) {
+    std::fprintf(stderr, "ari-perf: %s\n", r.error().ToString().c_str());
+    return 1;
+  }
   std::printf("%s\n", json ? r->ToJson().c_str() : r->ToTable().c_str());
   return 0;
 }

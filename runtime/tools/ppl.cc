@@ -15,8 +15,8 @@
 #include <string_view>
 
 #include "runtime/eval/layer_calibration.h"
-#include "runtime/model/model.h"
 #include "runtime/eval/perplexity.h"
+#include "runtime/model/model.h"
 
 namespace {
 
@@ -28,8 +28,7 @@ void Usage(FILE* f) {
                "               [--calibrate CAL.txt] [--window N]\n");
 }
 
-bool ReadTokens(const ari::runtime::Model& m, const std::string& path,
-                std::vector<TokenId>& out) {
+bool ReadTokens(const ari::runtime::Model& m, const std::string& path, std::vector<TokenId>& out) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     std::fprintf(stderr, "ari-ppl: cannot read %s\n", path.c_str());
@@ -108,8 +107,9 @@ int PrintLevels(const PplArgs& a, const ari::runtime::Model& model,
   const int first = a.table >= 0 ? 0 : a.drop;
   const int last = a.table >= 0 ? a.table : a.drop;
   if (a.table >= 0) {
-    std::printf("| drop level | blocks skipped | perplexity | top-1 agreement with full |\n"
-                "|---|---|---|---|\n");
+    std::printf(
+        "| drop level | blocks skipped | perplexity | top-1 agreement with full |\n"
+        "|---|---|---|---|\n");
   }
   for (int k = first; k <= last; ++k) {
     ari::runtime::PerplexityOptions o = base;
@@ -124,10 +124,11 @@ int PrintLevels(const PplArgs& a, const ari::runtime::Model& model,
       std::printf("| %d | %s | %.3f | %.1f%% |\n", k, Join(o.skip_layers).c_str(), r->perplexity,
                   100.0 * agree);
     } else {
-      std::printf("drop %d (blocks skipped: %s): perplexity %.4f over %lld predictions "
-                  "(%.4f nats/token), top-1 agreement with the full model %.2f%%\n",
-                  k, Join(o.skip_layers).c_str(), r->perplexity,
-                  static_cast<long long>(r->predictions), r->mean_nll, 100.0 * agree);
+      std::printf(
+          "drop %d (blocks skipped: %s): perplexity %.4f over %lld predictions "
+          "(%.4f nats/token), top-1 agreement with the full model %.2f%%\n",
+          k, Join(o.skip_layers).c_str(), r->perplexity, static_cast<long long>(r->predictions),
+          r->mean_nll, 100.0 * agree);
     }
   }
   return 0;

@@ -28,12 +28,12 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/core/thread_pool.h"
 #include "runtime/engine/fast_forward.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
 #include "runtime/model/pack_file.h"
 #include "runtime/model/session.h"
-#include "runtime/core/thread_pool.h"
 
 namespace {
 
@@ -41,7 +41,8 @@ using namespace ari::runtime;
 
 struct Aligned {
   std::byte* p = nullptr;
-  explicit Aligned(uint64_t n) : p(static_cast<std::byte*>(::operator new(n, std::align_val_t(128)))) {}
+  explicit Aligned(uint64_t n)
+      : p(static_cast<std::byte*>(::operator new(n, std::align_val_t(128)))) {}
   ~Aligned() { ::operator delete(p, std::align_val_t(128)); }
   Aligned(const Aligned&) = delete;
   Aligned& operator=(const Aligned&) = delete;
@@ -88,16 +89,26 @@ Checked<QualityArgs> ParseArgs(int argc, char** argv) {
                              " needs a value (see the header of runtime/tools/quality.cc)");
     }
     ++i;
-    if (a == "--ref") o.ref_path = v;
-    else if (a == "--pack") o.pack_path = v;
-    else if (a == "-f") o.text_path = v;
-    else if (a == "--ids") o.ids_arg = v;
-    else if (a == "-n") o.n = std::atoi(v);
-    else if (a == "--greedy") o.greedy = std::atoi(v);
-    else if (a == "--alt") o.alt_path = v;
-    else if (a == "--threads") o.threads = std::max(1, std::atoi(v));
-    else if (a == "--kv") o.kvt = std::string_view(v) == "f32" ? KvType::kF32 : KvType::kF16;
-    else return std::unexpected("unknown flag " + std::string(a));
+    if (a == "--ref")
+      o.ref_path = v;
+    else if (a == "--pack")
+      o.pack_path = v;
+    else if (a == "-f")
+      o.text_path = v;
+    else if (a == "--ids")
+      o.ids_arg = v;
+    else if (a == "-n")
+      o.n = std::atoi(v);
+    else if (a == "--greedy")
+      o.greedy = std::atoi(v);
+    else if (a == "--alt")
+      o.alt_path = v;
+    else if (a == "--threads")
+      o.threads = std::max(1, std::atoi(v));
+    else if (a == "--kv")
+      o.kvt = std::string_view(v) == "f32" ? KvType::kF32 : KvType::kF16;
+    else
+      return std::unexpected("unknown flag " + std::string(a));
   }
   if (o.ref_path.empty() || o.pack_path.empty()) {
     return std::unexpected(
@@ -138,8 +149,7 @@ Checked<std::vector<TokenId>> MakeSequence(const QualityArgs& o, const Model& re
 class Paths {
  public:
   static Checked<std::unique_ptr<Paths>> Open(const QualityArgs& o, const Model& ref,
-                                              const Model& pm, int ctx,
-                                              const ModelLoadOptions& lo);
+                                              const Model& pm, int ctx, const ModelLoadOptions& lo);
   int count() const { return alt_sess_ ? 4 : 3; }
   Result<const float*> Step(int path, TokenId tok, int32_t pos) {
     const std::span<const TokenId> one(&tok, 1);
@@ -148,8 +158,7 @@ class Paths {
       if (!r) return std::unexpected(r.error());
       return r->data();
     }
-    return ff_[path - 1].Run(one, pos, kv_[path - 1], kPrecs[path - 1], nullptr, *pool_,
-                             threads_);
+    return ff_[path - 1].Run(one, pos, kv_[path - 1], kPrecs[path - 1], nullptr, *pool_, threads_);
   }
 
  private:
@@ -166,9 +175,8 @@ class Paths {
   std::unique_ptr<Session> alt_sess_;
 };
 
-Checked<std::unique_ptr<Paths>> Paths::Open(const QualityArgs& o, const Model& ref,
-                                            const Model& pm, int ctx,
-                                            const ModelLoadOptions& lo) {
+Checked<std::unique_ptr<Paths>> Paths::Open(const QualityArgs& o, const Model& ref, const Model& pm,
+                                            int ctx, const ModelLoadOptions& lo) {
   auto ps = std::make_unique<Paths>();
   const ModelConfig& c = pm.config();
   const int threads = o.threads;
@@ -225,14 +233,20 @@ int RunGreedy(Paths& paths, const std::vector<TokenId>& seq, int greedy, int ctx
       if (i + 1 >= np) out[static_cast<size_t>(p)].push_back(tok);
     }
   }
-  std::printf("greedy after a %d-token prompt, %d steps: first divergence from fp32 (index "
-              "of the generated token; %d = none)\n", np, steps - 1, steps - 1);
+  std::printf(
+      "greedy after a %d-token prompt, %d steps: first divergence from fp32 (index "
+      "of the generated token; %d = none)\n",
+      np, steps - 1, steps - 1);
   const int gen = steps - 1;
   for (int p = 1; p < n_paths; ++p) {
     int d = 0;
-    while (d < gen && out[static_cast<size_t>(p)][static_cast<size_t>(d)] == out[0][static_cast<size_t>(d)]) ++d;
+    while (d < gen &&
+           out[static_cast<size_t>(p)][static_cast<size_t>(d)] == out[0][static_cast<size_t>(d)])
+      ++d;
     int dw = 0;  // and from W8A16
-    while (dw < gen && out[static_cast<size_t>(p)][static_cast<size_t>(dw)] == out[1][static_cast<size_t>(dw)]) ++dw;
+    while (dw < gen &&
+           out[static_cast<size_t>(p)][static_cast<size_t>(dw)] == out[1][static_cast<size_t>(dw)])
+      ++dw;
     std::printf("  %-22s %d   (from W8A16: %d)\n", kNames[p], d, dw);
   }
   return 0;
@@ -282,7 +296,9 @@ Checked<void> TeacherForce(Paths& paths, const std::vector<TokenId>& seq, int vo
 void PrintTable(const QualityArgs& o, size_t tokens, const Stats (&st)[4], int n_paths) {
   std::printf("model %s (pack %s), %zu tokens, KV %s, threads %d\n", o.ref_path.c_str(),
               o.pack_path.c_str(), tokens, std::string(KvTypeName(o.kvt)).c_str(), o.threads);
-  std::printf("| precision | perplexity | mean NLL (nats) | logits NMSE mean | NMSE max | top-1 agreement |\n");
+  std::printf(
+      "| precision | perplexity | mean NLL (nats) | logits NMSE mean | NMSE max | top-1 agreement "
+      "|\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (int p = 0; p < n_paths; ++p) {
     const Stats& s = st[p];
@@ -313,8 +329,8 @@ int main(int argc, char** argv) {
   if ((*ref)->config().vocab_size != vocab) return Fail("vocab sizes differ");
   auto seq = MakeSequence(*args, **ref, vocab);
   if (!seq) return Fail(seq.error());
-  const int ctx = std::min<int>(c.context_length,
-                                std::max(static_cast<int>(seq->size()), args->greedy) + 1);
+  const int ctx =
+      std::min<int>(c.context_length, std::max(static_cast<int>(seq->size()), args->greedy) + 1);
   if (seq->empty() || (args->greedy == 0 && seq->size() < 2)) return Fail("need at least 2 tokens");
   for (TokenId t : *seq) {
     if (t < 0 || t >= vocab) return Fail("token id out of range");

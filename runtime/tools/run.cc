@@ -18,12 +18,12 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/tokenizer/chat_template.h"
 #include "runtime/engine/engine.h"
 #include "runtime/generate/generate.h"
-#include "runtime/model/model.h"
 #include "runtime/generate/sampler.h"
+#include "runtime/model/model.h"
 #include "runtime/model/session.h"
+#include "runtime/tokenizer/chat_template.h"
 
 namespace {
 
@@ -129,9 +129,11 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
     }
   }
   std::fputc('\n', stdout);
-  std::fprintf(stderr, "ari-run: engine: prompt %zu tokens in %.3f s; generation %zu tokens in "
-               "%.3f s (%.1f tokens/s); stop: %s\n", ids->size(), prompt_ns * 1e-9, generated,
-               gen_ns * 1e-9, gen_ns > 0 ? generated / (gen_ns * 1e-9) : 0.0,
+  std::fprintf(stderr,
+               "ari-run: engine: prompt %zu tokens in %.3f s; generation %zu tokens in "
+               "%.3f s (%.1f tokens/s); stop: %s\n",
+               ids->size(), prompt_ns * 1e-9, generated, gen_ns * 1e-9,
+               gen_ns > 0 ? generated / (gen_ns * 1e-9) : 0.0,
                std::string(rt::StopReasonName(stop)).c_str());
   return 0;
 }
@@ -150,8 +152,7 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
   rt::SamplingParams& sp = o.sp;
   sp.temperature = 0.8f;
   sp.top_p = 0.9f;
-  sp.seed = static_cast<uint64_t>(
-      std::chrono::system_clock::now().time_since_epoch().count());
+  sp.seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   o.gen.max_tokens = 64;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -199,15 +200,17 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
       o.er.enabled = true;
     } else if (a == "--slots" && number()) {
       o.er.slots = static_cast<int32_t>(num);
-    } else if (a == "--kv" && has_value && (std::string_view(argv[i + 1]) == "f16" ||
-                                            std::string_view(argv[i + 1]) == "int8")) {
+    } else if (a == "--kv" && has_value &&
+               (std::string_view(argv[i + 1]) == "f16" ||
+                std::string_view(argv[i + 1]) == "int8")) {
       o.er.kv = std::string_view(argv[++i]) == "int8" ? rt::KvType::kInt8 : rt::KvType::kF16;
     } else if (a == "--prefetch" && has_value &&
                (std::string_view(argv[i + 1]) == "auto" || std::string_view(argv[i + 1]) == "on" ||
                 std::string_view(argv[i + 1]) == "off")) {
       const std::string_view v = argv[++i];
-      o.er.prefetch = v == "on" ? rt::LayerPrefetch::kOn
-                      : v == "off" ? rt::LayerPrefetch::kOff : rt::LayerPrefetch::kAuto;
+      o.er.prefetch = v == "on"    ? rt::LayerPrefetch::kOn
+                      : v == "off" ? rt::LayerPrefetch::kOff
+                                   : rt::LayerPrefetch::kAuto;
     } else {
       Usage(stderr);
       return Fail("unknown argument or missing/bad value: '" + std::string(a) + "'");

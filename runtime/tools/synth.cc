@@ -1,13 +1,13 @@
 // ari-synth: writes a random-weight GGUF of a named shape with a real vocabulary.
 //   ari-synth --preset tinyllama-1.1b --vocab ggml-vocab-llama-spm.gguf --type q8_0
 //             --seed 1 -o /tmp/tinyllama-q8.gguf
+#include "runtime/convert/synth.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
-
-#include "runtime/convert/synth.h"
 
 namespace {
 
@@ -95,18 +95,17 @@ int main(int argc, char** argv) {
   ari::runtime::SynthOptions opts{*preset, *type, seed};
   const auto t0 = std::chrono::steady_clock::now();
   auto summary = ari::runtime::WriteSynthModel(opts, vocab, out);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!summary) {
     std::fprintf(stderr, "ari-synth: %s\n", summary.error().ToString().c_str());
     return 1;
   }
-  std::printf("ari-synth: wrote %s: preset %s, type %s, seed %llu, vocab %lld, %.3f B params, "
-              "%d tensors (%d stored as f16: rows not a multiple of 32), %.1f MiB in %.1f s\n",
-              out.c_str(), preset_name.c_str(), type_name.c_str(), seed,
-              static_cast<long long>(summary->vocab_size),
-              static_cast<double>(summary->n_params) / 1e9, summary->n_tensors,
-              summary->n_fallback_f16, static_cast<double>(summary->file_bytes) / (1024.0 * 1024.0),
-              secs);
+  std::printf(
+      "ari-synth: wrote %s: preset %s, type %s, seed %llu, vocab %lld, %.3f B params, "
+      "%d tensors (%d stored as f16: rows not a multiple of 32), %.1f MiB in %.1f s\n",
+      out.c_str(), preset_name.c_str(), type_name.c_str(), seed,
+      static_cast<long long>(summary->vocab_size), static_cast<double>(summary->n_params) / 1e9,
+      summary->n_tensors, summary->n_fallback_f16,
+      static_cast<double>(summary->file_bytes) / (1024.0 * 1024.0), secs);
   return 0;
 }

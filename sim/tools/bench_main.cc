@@ -22,11 +22,10 @@
 #include <vector>
 
 #include "qos/scheduler.h"
-#include "sim/thermal_run.h"
-#include "runtime/model/model.h"
 #include "runtime/eval/perf_bench.h"
+#include "runtime/model/model.h"
+#include "sim/thermal_run.h"
 #include "thermal/rc_model.h"
-
 
 namespace {
 
@@ -59,23 +58,42 @@ void Usage() {
 bool ParseArgs(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
-    if (f == "--json") { a.json = true; continue; }
+    if (f == "--json") {
+      a.json = true;
+      continue;
+    }
     if (f == "-h" || f == "--help") return false;
-    if (i + 1 >= argc) { std::fprintf(stderr, "ari-bench: %s needs a value\n", f.c_str()); return false; }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ari-bench: %s needs a value\n", f.c_str());
+      return false;
+    }
     const char* v = argv[++i];
-    if (f == "-m" || f == "--model") a.model = v;
-    else if (f == "--precision") a.precision = v;
-    else if (f == "-t" || f == "--threads") a.threads = std::atoi(v);
-    else if (f == "-n") a.n = std::atoi(v);
-    else if (f == "-r" || f == "--reps") a.reps = std::max(1, std::atoi(v));
-    else if (f == "--scenario") a.scenario = v;
-    else if (f == "--policy") a.policy = v;
-    else if (f == "--prompt") a.prompt = std::atoi(v);
-    else if (f == "--duration") a.duration_s = std::atof(v);
-    else if (f == "--speedup") a.speedup = std::atof(v);
-    else if (f == "--celsius") a.celsius = std::atof(v);
-    else if (f == "--ambient") a.ambient = std::atof(v);
-    else if (f == "--ambient-peak") a.ambient_peak = std::atof(v);
+    if (f == "-m" || f == "--model")
+      a.model = v;
+    else if (f == "--precision")
+      a.precision = v;
+    else if (f == "-t" || f == "--threads")
+      a.threads = std::atoi(v);
+    else if (f == "-n")
+      a.n = std::atoi(v);
+    else if (f == "-r" || f == "--reps")
+      a.reps = std::max(1, std::atoi(v));
+    else if (f == "--scenario")
+      a.scenario = v;
+    else if (f == "--policy")
+      a.policy = v;
+    else if (f == "--prompt")
+      a.prompt = std::atoi(v);
+    else if (f == "--duration")
+      a.duration_s = std::atof(v);
+    else if (f == "--speedup")
+      a.speedup = std::atof(v);
+    else if (f == "--celsius")
+      a.celsius = std::atof(v);
+    else if (f == "--ambient")
+      a.ambient = std::atof(v);
+    else if (f == "--ambient-peak")
+      a.ambient_peak = std::atof(v);
     else if (f == "-p") {
       a.prompts.clear();
       for (const char* s = v; *s;) {
@@ -89,7 +107,10 @@ bool ParseArgs(int argc, char** argv, Args& a) {
       return false;
     }
   }
-  if (a.model.empty()) { std::fprintf(stderr, "ari-bench: -m MODEL is required\n"); return false; }
+  if (a.model.empty()) {
+    std::fprintf(stderr, "ari-bench: -m MODEL is required\n");
+    return false;
+  }
   if (a.precision != "w8a16" && a.precision != "w4a8") {
     std::fprintf(stderr, "ari-bench: --precision must be w8a16 or w4a8\n");
     return false;
@@ -120,7 +141,8 @@ struct Sink : qos::ChunkSink {
   std::vector<int64_t> step_cpu_ns;  // per step: process CPU time / threads (CpuTimedRunner)
   const std::atomic<int64_t>* cpu_src = nullptr;
   const qos::TerminalEvent* Term(uint64_t id) {
-    for (auto& t : terms) if (t.id == id) return &t;
+    for (auto& t : terms)
+      if (t.id == id) return &t;
     return nullptr;
   }
 };
@@ -141,7 +163,8 @@ struct CpuTimedRunner final : runtime::ChunkRunner {
   runtime::Result<void> StartTurn(int32_t slot, const runtime::TurnSpec& t) override {
     return inner.StartTurn(slot, t);
   }
-  runtime::Result<runtime::ChunkResult> RunChunk(int32_t slot, const runtime::ChunkKnobs& k) override {
+  runtime::Result<runtime::ChunkResult> RunChunk(int32_t slot,
+                                                 const runtime::ChunkKnobs& k) override {
     const int64_t t0 = ProcessCpuNs();
     auto r = inner.RunChunk(slot, k);
     last_cpu_ns.store((ProcessCpuNs() - t0) / std::max(1, k.threads));
@@ -158,7 +181,8 @@ qos::SchedRequest Req(uint64_t id, qos::Urgency u, int len, int vocab, int max_t
   r.max_tokens = max_tokens;
   r.deadline_ns = 0;  // the policy's class default
   r.prompt.resize(static_cast<size_t>(len));
-  for (int i = 0; i < len; ++i) r.prompt[static_cast<size_t>(i)] = 1 + (i * 37 + static_cast<int>(id)) % (vocab - 1);
+  for (int i = 0; i < len; ++i)
+    r.prompt[static_cast<size_t>(i)] = 1 + (i * 37 + static_cast<int>(id)) % (vocab - 1);
   return r;
 }
 
@@ -199,9 +223,10 @@ PreemptSetup SetUpPreempt(const Args& a, runtime::Engine& engine, const qos::Pol
       int64_t{sensor ? policy.knobs[band][nr].pause_ms : policy.conservative[nr].pause_ms} *
       thermal::kNsPerMs;
   if (!a.json) {
-    std::printf("knobs: %s (NORMAL: %s)\n",
-                sensor ? ("band " + policy.thermal_bands[band].name).c_str() : "conservative (no sensor)",
-                qos::KnobsToString(sensor ? policy.knobs[band][nr] : policy.conservative[nr]).c_str());
+    std::printf(
+        "knobs: %s (NORMAL: %s)\n",
+        sensor ? ("band " + policy.thermal_bands[band].name).c_str() : "conservative (no sensor)",
+        qos::KnobsToString(sensor ? policy.knobs[band][nr] : policy.conservative[nr]).c_str());
   }
   return ps;
 }
@@ -235,7 +260,10 @@ bool RunRepetition(const Args& a, const PreemptSetup& ps, const qos::Policy& pol
   sink.cpu_src = &timed.last_cpu_ns;
   if (ps.sensor) o.temperature = &fixed;
   auto s = qos::Scheduler::Create(o);
-  if (!s) { std::fprintf(stderr, "ari-bench: %s\n", s.error().ToString().c_str()); return false; }
+  if (!s) {
+    std::fprintf(stderr, "ari-bench: %s\n", s.error().ToString().c_str());
+    return false;
+  }
   std::jthread loop([&](const std::stop_token& st) { (*s)->Run(st); });
   auto wait_term = [&](uint64_t rid) {
     std::unique_lock lk(sink.mu);
@@ -264,11 +292,12 @@ bool RunRepetition(const Args& a, const PreemptSetup& ps, const qos::Policy& pol
   {
     std::lock_guard lk(sink.mu);
     std::vector<int64_t> starts;
-    for (const auto& x : sink.steps) if (x.id == nid) starts.push_back(x.start_ns);
+    for (const auto& x : sink.steps)
+      if (x.id == nid) starts.push_back(x.start_ns);
     if (starts.size() >= 2) t.period_ns = starts[1] - starts[0];
   }
-  t.offset_ns = static_cast<int64_t>(static_cast<double>(t.period_ns) * (rep + 0.5) /
-                                     std::max(a.reps, 1));
+  t.offset_ns =
+      static_cast<int64_t>(static_cast<double>(t.period_ns) * (rep + 0.5) / std::max(a.reps, 1));
   std::this_thread::sleep_for(std::chrono::nanoseconds(t.offset_ns));
   t.arrival_ns = thermal::SteadyClock::Instance().NowNs();
   (*s)->Submit(Req(cid, qos::Urgency::kCritical, ps.critical_len, vocab, 4));
@@ -299,7 +328,8 @@ void AddPrefillFigures(const Sink& sink, const RepRun& t, int64_t normal_pause_n
   }
   const double wall_s = static_cast<double>(last - first - other) / 1e9;
   out.normal_tps.push_back(wall_s > 0 ? static_cast<double>(tok) / wall_s : 0.0);
-  out.normal_chunk_ms.push_back(chunks ? static_cast<double>(comp) / 1e6 / static_cast<double>(chunks) : 0.0);
+  out.normal_chunk_ms.push_back(
+      chunks ? static_cast<double>(comp) / 1e6 / static_cast<double>(chunks) : 0.0);
   // The same in CPU time: CRITICAL's chunks up to its first token (idle and loaded),
   // plus the unfinished part of the NORMAL chunk it arrived in (by wall-time share).
   auto cpu_to_first_token = [&](uint64_t rid) {
@@ -319,8 +349,9 @@ void AddPrefillFigures(const Sink& sink, const RepRun& t, int64_t normal_pause_n
     if (x.id != nid || x.phase != runtime::ChunkPhase::kPrefill) continue;
     ncpu += static_cast<double>(sink.step_cpu_ns[i]) / 1e6;
     if (x.start_ns <= arrival_ns && arrival_ns < x.start_ns + x.compute_ns && x.compute_ns > 0) {
-      residual = static_cast<double>(sink.step_cpu_ns[i]) / 1e6 *
-                 (1.0 - static_cast<double>(arrival_ns - x.start_ns) / static_cast<double>(x.compute_ns));
+      residual =
+          static_cast<double>(sink.step_cpu_ns[i]) / 1e6 *
+          (1.0 - static_cast<double>(arrival_ns - x.start_ns) / static_cast<double>(x.compute_ns));
     }
   }
   for (const auto& x : sink.steps) {
@@ -344,30 +375,32 @@ void PrintPreemptSummary(const Args& a, int normal_len, const PreemptSeries& r) 
   const double m = Median(r.ratios);
   const double worst = r.ratios.empty() ? 0.0 : *std::max_element(r.ratios.begin(), r.ratios.end());
   if (a.json) {
-    std::printf("{\"scenario\":\"preempt\",\"normal_prompt\":%d,\"reps\":%d,\"idle_ttft_ms\":%.4f,"
-                "\"loaded_ttft_ms\":%.4f,\"ratio_median\":%.4f,\"ratio_max\":%.4f,\"goal\":1.25,"
-                "\"normal_prefill_tok_s\":%.2f,\"normal_chunk_compute_ms\":%.3f,"
-                "\"cpu_idle_ttft_ms\":%.4f,\"cpu_loaded_ttft_ms\":%.4f,\"cpu_ratio_median\":%.4f,"
-                "\"cpu_ratio_max\":%.4f,\"cpu_normal_chunk_ms\":%.3f,"
-                "\"cpu_normal_prefill_tok_s\":%.2f}\n",
-                normal_len, a.reps, Median(r.idle_ms), Median(r.loaded_ms), m, worst,
-                Median(r.normal_tps), Median(r.normal_chunk_ms), Median(r.cpu_idle_ms),
-                Median(r.cpu_loaded_ms), Median(r.cpu_ratios),
-                *std::max_element(r.cpu_ratios.begin(), r.cpu_ratios.end()), Median(r.cpu_chunk_ms),
-                Median(r.cpu_normal_tps));
+    std::printf(
+        "{\"scenario\":\"preempt\",\"normal_prompt\":%d,\"reps\":%d,\"idle_ttft_ms\":%.4f,"
+        "\"loaded_ttft_ms\":%.4f,\"ratio_median\":%.4f,\"ratio_max\":%.4f,\"goal\":1.25,"
+        "\"normal_prefill_tok_s\":%.2f,\"normal_chunk_compute_ms\":%.3f,"
+        "\"cpu_idle_ttft_ms\":%.4f,\"cpu_loaded_ttft_ms\":%.4f,\"cpu_ratio_median\":%.4f,"
+        "\"cpu_ratio_max\":%.4f,\"cpu_normal_chunk_ms\":%.3f,"
+        "\"cpu_normal_prefill_tok_s\":%.2f}\n",
+        normal_len, a.reps, Median(r.idle_ms), Median(r.loaded_ms), m, worst, Median(r.normal_tps),
+        Median(r.normal_chunk_ms), Median(r.cpu_idle_ms), Median(r.cpu_loaded_ms),
+        Median(r.cpu_ratios), *std::max_element(r.cpu_ratios.begin(), r.cpu_ratios.end()),
+        Median(r.cpu_chunk_ms), Median(r.cpu_normal_tps));
   } else {
-    std::printf("preempt: median idle TTFT %.3f ms, loaded %.3f ms, ratio %.3f (worst arrival "
-                "phase %.3f; goal <= 1.25) %s; NORMAL prefill %.1f tok/s (pauses included, "
-                "CRITICAL steps excluded), %.1f ms compute per chunk\n",
-                Median(r.idle_ms), Median(r.loaded_ms), m, worst, m <= 1.25 ? "OK" : "ABOVE GOAL",
-                Median(r.normal_tps), Median(r.normal_chunk_ms));
+    std::printf(
+        "preempt: median idle TTFT %.3f ms, loaded %.3f ms, ratio %.3f (worst arrival "
+        "phase %.3f; goal <= 1.25) %s; NORMAL prefill %.1f tok/s (pauses included, "
+        "CRITICAL steps excluded), %.1f ms compute per chunk\n",
+        Median(r.idle_ms), Median(r.loaded_ms), m, worst, m <= 1.25 ? "OK" : "ABOVE GOAL",
+        Median(r.normal_tps), Median(r.normal_chunk_ms));
     const double cm = Median(r.cpu_ratios);
-    std::printf("preempt (CPU time per worker, immune to other processes' load): idle TTFT %.3f "
-                "ms, loaded %.3f ms, ratio %.3f (worst phase %.3f) %s; NORMAL %.1f ms per "
-                "chunk, prefill %.1f tok/s with pacing\n",
-                Median(r.cpu_idle_ms), Median(r.cpu_loaded_ms), cm,
-                *std::max_element(r.cpu_ratios.begin(), r.cpu_ratios.end()),
-                cm <= 1.25 ? "OK" : "ABOVE GOAL", Median(r.cpu_chunk_ms), Median(r.cpu_normal_tps));
+    std::printf(
+        "preempt (CPU time per worker, immune to other processes' load): idle TTFT %.3f "
+        "ms, loaded %.3f ms, ratio %.3f (worst phase %.3f) %s; NORMAL %.1f ms per "
+        "chunk, prefill %.1f tok/s with pacing\n",
+        Median(r.cpu_idle_ms), Median(r.cpu_loaded_ms), cm,
+        *std::max_element(r.cpu_ratios.begin(), r.cpu_ratios.end()),
+        cm <= 1.25 ? "OK" : "ABOVE GOAL", Median(r.cpu_chunk_ms), Median(r.cpu_normal_tps));
   }
 }
 
@@ -387,14 +420,16 @@ int Preempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
     r.idle_ms.push_back(idle);
     r.loaded_ms.push_back(loaded);
     r.ratios.push_back(loaded / idle);
-    if (!a.json) std::printf("rep %d: idle TTFT %.3f ms, during %d-token NORMAL prefill (arrival "
-                             "%.1f ms into a %.1f ms chunk period) %.3f ms, ratio %.3f; NORMAL "
-                             "prefill %.1f tok/s, %.1f ms compute per chunk | CPU time: idle %.1f "
-                             "ms, loaded %.1f ms, ratio %.3f, NORMAL %.1f ms/chunk, %.1f tok/s paced\n",
-                             rep, idle, ps.normal_len, t.offset_ns / 1e6, t.period_ns / 1e6, loaded,
-                             loaded / idle, r.normal_tps.back(), r.normal_chunk_ms.back(),
-                             r.cpu_idle_ms.back(), r.cpu_loaded_ms.back(), r.cpu_ratios.back(),
-                             r.cpu_chunk_ms.back(), r.cpu_normal_tps.back());
+    if (!a.json)
+      std::printf(
+          "rep %d: idle TTFT %.3f ms, during %d-token NORMAL prefill (arrival "
+          "%.1f ms into a %.1f ms chunk period) %.3f ms, ratio %.3f; NORMAL "
+          "prefill %.1f tok/s, %.1f ms compute per chunk | CPU time: idle %.1f "
+          "ms, loaded %.1f ms, ratio %.3f, NORMAL %.1f ms/chunk, %.1f tok/s paced\n",
+          rep, idle, ps.normal_len, t.offset_ns / 1e6, t.period_ns / 1e6, loaded, loaded / idle,
+          r.normal_tps.back(), r.normal_chunk_ms.back(), r.cpu_idle_ms.back(),
+          r.cpu_loaded_ms.back(), r.cpu_ratios.back(), r.cpu_chunk_ms.back(),
+          r.cpu_normal_tps.back());
   }
   PrintPreemptSummary(a, ps.normal_len, r);
   return 0;
@@ -412,7 +447,10 @@ int Thermal(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
   o.ambient_c = a.ambient;
   o.ambient_peak_c = a.ambient_peak;
   auto r = sim::RunThermal(o);
-  if (!r) { std::fprintf(stderr, "ari-bench: %s\n", r.error().ToString().c_str()); return 1; }
+  if (!r) {
+    std::fprintf(stderr, "ari-bench: %s\n", r.error().ToString().c_str());
+    return 1;
+  }
   std::fputs((a.json ? sim::ThermalRunJson(*r) : sim::ThermalRunTable(*r)).c_str(), stdout);
   return 0;
 }

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -68,7 +68,8 @@ Result<Args> ParseArgs(std::span<char* const> argv, std::span<const std::string_
     } else if (i + 1 < argv.size()) {
       value = argv[++i];
     } else {
-      return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument, "--" + name + " needs a value");
+      return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument,
+                                 "--" + name + " needs a value");
     }
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument, "unknown option --" + name);
@@ -158,11 +159,12 @@ bool VisitLog(std::string_view cmd, const std::string& path, const Visitor& v, i
 // --- Subcommands ------------------------------------------------------------------
 
 int CmdGen(std::span<char* const> argv) {
-  static constexpr std::string_view kKnown[] = {"scenario", "duration", "seed", "output", "text",
-                                                "prompts"};
+  static constexpr std::string_view kKnown[] = {"scenario", "duration", "seed",
+                                                "output",   "text",     "prompts"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("gen", args.error().message), kUsage;
-  if (!args->positional.empty()) return Fail("gen", "unexpected argument " + args->positional[0]), kUsage;
+  if (!args->positional.empty())
+    return Fail("gen", "unexpected argument " + args->positional[0]), kUsage;
   ari::sim::ScenarioOptions opt;
   const auto scenario = args->Get("scenario");
   if (!scenario) return Fail("gen", "--scenario NAME is required (see: ari-sim scenarios)"), kUsage;
@@ -197,16 +199,16 @@ int CmdGen(std::span<char* const> argv) {
     if (auto r = ari::sim::WriteDriveLog(*out, *log); !r) return Fail("gen", r.error().message);
   }
   if (text) {
-    if (auto r = ari::sim::WriteDriveLogText(*text, *log); !r) return Fail("gen", r.error().message);
+    if (auto r = ari::sim::WriteDriveLogText(*text, *log); !r)
+      return Fail("gen", r.error().message);
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t requests = 0;
   for (const auto& e : log->event()) requests += e.has_request() ? 1 : 0;
   std::fprintf(stderr, "ari-sim gen: %s seed %llu: %d events (%llu requests) in %.2f s -> %s%s%s\n",
-               opt.scenario.c_str(), static_cast<unsigned long long>(opt.seed),
-               log->event_size(), static_cast<unsigned long long>(requests), secs,
-               out ? out->c_str() : "", out && text ? ", " : "", text ? text->c_str() : "");
+               opt.scenario.c_str(), static_cast<unsigned long long>(opt.seed), log->event_size(),
+               static_cast<unsigned long long>(requests), secs, out ? out->c_str() : "",
+               out && text ? ", " : "", text ? text->c_str() : "");
   return kOk;
 }
 
@@ -253,7 +255,8 @@ int CmdScenarios(std::span<char* const> argv) {
 Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return ari::sim::MakeError(ari::sim::ErrorCode::kIo, "cannot open " + path + ": " + std::strerror(errno));
+    return ari::sim::MakeError(ari::sim::ErrorCode::kIo,
+                               "cannot open " + path + ": " + std::strerror(errno));
   }
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return s;
@@ -283,28 +286,37 @@ int LiveReplay(const Args& args, const dl::DriveLog& log, const std::string& log
   }
   if (auto v = args.Get("domain")) {
     const int d = std::atoi(v->c_str());
-    if (d < 0 || d >= 230 || *v != std::to_string(d)) return Fail("replay", "bad --domain (0..229)"), kUsage;
+    if (d < 0 || d >= 230 || *v != std::to_string(d))
+      return Fail("replay", "bad --domain (0..229)"), kUsage;
     lo.domain.domain_id = static_cast<uint32_t>(d);
   }
   if (auto v = args.Get("cyclone-config")) lo.domain.config = *v;
-  if (auto v = args.Get("node-timeout")) lo.node_timeout = std::chrono::milliseconds(std::atoll(v->c_str()));
-  if (auto v = args.Get("drain")) lo.drain_timeout = std::chrono::milliseconds(std::atoll(v->c_str()));
+  if (auto v = args.Get("node-timeout"))
+    lo.node_timeout = std::chrono::milliseconds(std::atoll(v->c_str()));
+  if (auto v = args.Get("drain"))
+    lo.drain_timeout = std::chrono::milliseconds(std::atoll(v->c_str()));
   lo.prompt_tokens = model_options.prompt_tokens;
-  lo.progress = [](const std::string& line) { std::fprintf(stderr, "ari-sim replay: %s\n", line.c_str()); };
+  lo.progress = [](const std::string& line) {
+    std::fprintf(stderr, "ari-sim replay: %s\n", line.c_str());
+  };
   auto report = ari::sim::ReplayLive(log, lo);
   if (!report) return Fail("replay", report.error().message);
   report->log_name = std::filesystem::path(log_path).filename().string();
   std::fputs(ari::sim::ReportToText(*report).c_str(), stdout);
   int missing = 0;
   for (const auto& r : report->requests) missing += r.status == "NO_TERMINAL";
-  std::printf("live replay: %.0f s of log in %.1f s wall (time scale %g), %zu requests, %d without terminal\n",
-              report->summary.duration_s, report->summary.wall_s, report->time_scale,
-              report->requests.size(), missing);
+  std::printf(
+      "live replay: %.0f s of log in %.1f s wall (time scale %g), %zu requests, %d without "
+      "terminal\n",
+      report->summary.duration_s, report->summary.wall_s, report->time_scale,
+      report->requests.size(), missing);
   if (auto j = args.Get("json")) {
-    if (auto r = WriteFile(*j, ari::sim::ReportToJson(*report)); !r) return Fail("replay", r.error().message);
+    if (auto r = WriteFile(*j, ari::sim::ReportToJson(*report)); !r)
+      return Fail("replay", r.error().message);
   }
   if (auto h = args.Get("html")) {
-    if (auto r = WriteFile(*h, ari::sim::ReportToHtml(*report)); !r) return Fail("replay", r.error().message);
+    if (auto r = WriteFile(*h, ari::sim::ReportToHtml(*report)); !r)
+      return Fail("replay", r.error().message);
   }
   if (auto cal = args.Get("calibration")) {
     const dl::DriveLog same_work = ari::sim::WithMeasuredTokens(log, *report);
@@ -312,11 +324,13 @@ int LiveReplay(const Args& args, const dl::DriveLog& log, const std::string& log
     if (!model) return Fail("replay", "model mode: " + model.error().message);
     model->log_name = report->log_name;
     if (auto mj = args.Get("model-json")) {
-      if (auto r = WriteFile(*mj, ari::sim::ReportToJson(*model)); !r) return Fail("replay", r.error().message);
+      if (auto r = WriteFile(*mj, ari::sim::ReportToJson(*model)); !r)
+        return Fail("replay", r.error().message);
     }
     const ari::sim::Calibration c = ari::sim::CompareReports(*report, *model);
     std::fputs(ari::sim::CalibrationToText(c).c_str(), stdout);
-    if (auto r = WriteFile(*cal, ari::sim::CalibrationToJson(c)); !r) return Fail("replay", r.error().message);
+    if (auto r = WriteFile(*cal, ari::sim::CalibrationToJson(c)); !r)
+      return Fail("replay", r.error().message);
   }
   if (missing > 0) return kProblems;
   return log_clean ? kOk : kProblems;
@@ -324,17 +338,21 @@ int LiveReplay(const Args& args, const dl::DriveLog& log, const std::string& log
 
 int CmdReplay(std::span<char* const> argv) {
   static constexpr std::string_view kKnown[] = {
-      "log", "mode", "policy", "cost", "json", "html", "slots", "time-scale", "domain",
-      "cyclone-config", "calibration", "model-json", "node-timeout", "drain", "tokenizer"};
+      "log",         "mode",       "policy",       "cost",   "json",
+      "html",        "slots",      "time-scale",   "domain", "cyclone-config",
+      "calibration", "model-json", "node-timeout", "drain",  "tokenizer"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("replay", args.error().message), kUsage;
   const auto log_path = args->Get("log");
   if (!log_path || !args->positional.empty()) {
-    return Fail("replay", "usage: ari-sim replay --log LOG [--mode model|live] [--policy P] [--cost C] "
-                          "[--json OUT] [--html OUT] (see ari-sim help)"), kUsage;
+    return Fail("replay",
+                "usage: ari-sim replay --log LOG [--mode model|live] [--policy P] [--cost C] "
+                "[--json OUT] [--html OUT] (see ari-sim help)"),
+           kUsage;
   }
   const std::string mode = args->Get("mode").value_or("model");
-  if (mode != "model" && mode != "live") return Fail("replay", "--mode must be model or live"), kUsage;
+  if (mode != "model" && mode != "live")
+    return Fail("replay", "--mode must be model or live"), kUsage;
   if (mode == "model") {
     for (const char* f : {"time-scale", "domain", "cyclone-config", "calibration", "model-json",
                           "node-timeout", "drain"}) {
@@ -374,19 +392,22 @@ int CmdReplay(std::span<char* const> argv) {
   if (!report) return Fail("replay", report.error().message);
   report->log_name = std::filesystem::path(*log_path).filename().string();
   std::fputs(ari::sim::ReportToText(*report).c_str(), stdout);
-  std::printf("replayed %.0f s of log in %.3f s\n", report->summary.duration_s, report->summary.wall_s);
+  std::printf("replayed %.0f s of log in %.3f s\n", report->summary.duration_s,
+              report->summary.wall_s);
   if (auto j = args->Get("json")) {
-    if (auto r = WriteFile(*j, ari::sim::ReportToJson(*report)); !r) return Fail("replay", r.error().message);
+    if (auto r = WriteFile(*j, ari::sim::ReportToJson(*report)); !r)
+      return Fail("replay", r.error().message);
   }
   if (auto h = args->Get("html")) {
-    if (auto r = WriteFile(*h, ari::sim::ReportToHtml(*report)); !r) return Fail("replay", r.error().message);
+    if (auto r = WriteFile(*h, ari::sim::ReportToHtml(*report)); !r)
+      return Fail("replay", r.error().message);
   }
   return corrupt.empty() ? kOk : kProblems;
 }
 
 int CmdCost(std::span<char* const> argv) {
-  static constexpr std::string_view kKnown[] = {"bench", "output", "layers", "isa",
-                                                "efficiency-speed", "thread-scaling"};
+  static constexpr std::string_view kKnown[] = {"bench", "output",           "layers",
+                                                "isa",   "efficiency-speed", "thread-scaling"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("cost", args.error().message), kUsage;
   std::vector<std::string> inputs = args->positional;
@@ -395,8 +416,10 @@ int CmdCost(std::span<char* const> argv) {
   }
   const auto out = args->Get("output");
   if (inputs.empty() || !out) {
-    return Fail("cost", "usage: ari-sim cost BENCH.json... -o COST.json [--layers N] [--isa avx2] "
-                        "[--efficiency-speed 0.5] [--thread-scaling 0.8]"), kUsage;
+    return Fail("cost",
+                "usage: ari-sim cost BENCH.json... -o COST.json [--layers N] [--isa avx2] "
+                "[--efficiency-speed 0.5] [--thread-scaling 0.8]"),
+           kUsage;
   }
   std::vector<std::string> texts;
   for (const auto& p : inputs) {
@@ -411,7 +434,8 @@ int CmdCost(std::span<char* const> argv) {
   if (auto v = args->Get("thread-scaling")) cal.thread_scaling = std::atof(v->c_str());
   auto model = ari::sim::BuildCostModelFromBench(texts, cal);
   if (!model) return Fail("cost", model.error().message);
-  if (auto r = WriteFile(*out, ari::sim::CostModelToJson(*model)); !r) return Fail("cost", r.error().message);
+  if (auto r = WriteFile(*out, ari::sim::CostModelToJson(*model)); !r)
+    return Fail("cost", r.error().message);
   std::fprintf(stderr, "ari-sim cost: %zu entries -> %s\n", model->entries.size(), out->c_str());
   return kOk;
 }
@@ -423,25 +447,28 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"gen", "gen --scenario NAME [--duration 1h|30m|90s] [--seed S] [-o OUT.pb] "
-            "[--text OUT.textproto] [--prompts FILE]",
+    {"gen",
+     "gen --scenario NAME [--duration 1h|30m|90s] [--seed S] [-o OUT.pb] "
+     "[--text OUT.textproto] [--prompts FILE]",
      CmdGen},
     {"cat", "cat LOG            print a log (binary or text) as text; reports corrupt records",
      CmdCat},
     {"stats", "stats LOG          event counts per kind/class, time span, value ranges", CmdStats},
     {"scenarios", "scenarios          list the scenario names", CmdScenarios},
-    {"replay", "replay --log LOG [--mode model] [--policy P] [--cost C] [--json OUT] [--html OUT]\n"
-               "                     simulate the log in virtual time (real scheduler + governor,\n"
-               "                     cost model, RC thermal model)\n"
-               "  replay --log LOG --mode live [--time-scale X] [--domain D] [--cyclone-config F]\n"
-               "         [--policy P] [--json OUT] [--html OUT] [--node-timeout MS] [--drain MS]\n"
-               "         [--calibration CAL.json [--cost C] [--model-json OUT] [--tokenizer MODEL.gguf]]\n"
-               "                     publish the log to a running ari-node over DDS (environment on\n"
-               "                     ari/v1/sim_environment) and record every chunk; --calibration:\n"
-               "                     also replay in model mode and report the prediction error",
+    {"replay",
+     "replay --log LOG [--mode model] [--policy P] [--cost C] [--json OUT] [--html OUT]\n"
+     "                     simulate the log in virtual time (real scheduler + governor,\n"
+     "                     cost model, RC thermal model)\n"
+     "  replay --log LOG --mode live [--time-scale X] [--domain D] [--cyclone-config F]\n"
+     "         [--policy P] [--json OUT] [--html OUT] [--node-timeout MS] [--drain MS]\n"
+     "         [--calibration CAL.json [--cost C] [--model-json OUT] [--tokenizer MODEL.gguf]]\n"
+     "                     publish the log to a running ari-node over DDS (environment on\n"
+     "                     ari/v1/sim_environment) and record every chunk; --calibration:\n"
+     "                     also replay in model mode and report the prediction error",
      CmdReplay},
-    {"cost", "cost BENCH.json... -o COST.json [--layers N] [--isa T] [--efficiency-speed X]\n"
-             "                     cost model from ari-perf/ari-bench --json output",
+    {"cost",
+     "cost BENCH.json... -o COST.json [--layers N] [--isa T] [--efficiency-speed X]\n"
+     "                     cost model from ari-perf/ari-bench --json output",
      CmdCost},
 };
 
@@ -466,7 +493,8 @@ int main(int argc, char** argv) {
     return kOk;
   }
   for (const auto& c : kCommands) {
-    if (c.name == cmd) return c.run(std::span<char* const>(argv + 2, static_cast<size_t>(argc - 2)));
+    if (c.name == cmd)
+      return c.run(std::span<char* const>(argv + 2, static_cast<size_t>(argc - 2)));
   }
   std::fprintf(stderr, "ari-sim: unknown command '%s' (try: ari-sim help)\n", argv[1]);
   return kUsage;

@@ -41,8 +41,10 @@ int Fail(const std::string& m) {
 
 std::string Score(const ari::sim::TuneScore& s) {
   char b[200];
-  std::snprintf(b, sizeof(b), "CRITICAL misses %d, NORMAL p95 %.2f s, quality loss %.3f, peak %.2f C, energy %.0f J",
-                s.critical_misses, s.normal_p95_s, s.quality_loss, s.peak_c, s.energy_j);
+  std::snprintf(
+      b, sizeof(b),
+      "CRITICAL misses %d, NORMAL p95 %.2f s, quality loss %.3f, peak %.2f C, energy %.0f J",
+      s.critical_misses, s.normal_p95_s, s.quality_loss, s.peak_c, s.energy_j);
   return b;
 }
 
@@ -61,21 +63,30 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "-h" || a == "--help") return Usage(), kOk;
     if (a == "--logs") {
-      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0 && std::string(argv[i + 1]) != "-o") {
+      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0 &&
+             std::string(argv[i + 1]) != "-o") {
         o.logs.emplace_back(argv[++i]);
       }
       continue;
     }
     const char* v = value();
     if (!v) return Usage(), Fail(a + " needs a value"), kUsage;
-    if (a == "--space") o.space_path = v;
-    else if (a == "--budget") o.budget = std::atoi(v);
-    else if (a == "--seed") o.seed = std::strtoull(v, nullptr, 0);
-    else if (a == "--policy") o.policy_path = v;
-    else if (a == "--cost") o.cost_path = v;
-    else if (a == "--threads") o.threads = std::atoi(v);
-    else if (a == "-o" || a == "--output") o.out = v;
-    else return Usage(), Fail("unknown option " + a), kUsage;
+    if (a == "--space")
+      o.space_path = v;
+    else if (a == "--budget")
+      o.budget = std::atoi(v);
+    else if (a == "--seed")
+      o.seed = std::strtoull(v, nullptr, 0);
+    else if (a == "--policy")
+      o.policy_path = v;
+    else if (a == "--cost")
+      o.cost_path = v;
+    else if (a == "--threads")
+      o.threads = std::atoi(v);
+    else if (a == "-o" || a == "--output")
+      o.out = v;
+    else
+      return Usage(), Fail("unknown option " + a), kUsage;
   }
   if (o.logs.empty() || o.space_path.empty()) return Usage(), kUsage;
   if (o.budget < 1) return Fail("--budget must be >= 1"), kUsage;
@@ -88,16 +99,19 @@ void PrintResult(const TuneArgs& o, double secs, const ari::sim::TuneResult& res
   std::printf("ari-tune: %zu candidates (%d invalid) on %zu log(s), seed %llu, %.1f s\n",
               res.candidates.size(), res.invalid, o.logs.size(),
               static_cast<unsigned long long>(o.seed), secs);
-  if (space.peak_celsius_limit > 0) std::printf("peak temperature limit: %.1f C\n", space.peak_celsius_limit);
+  if (space.peak_celsius_limit > 0)
+    std::printf("peak temperature limit: %.1f C\n", space.peak_celsius_limit);
   std::printf("start: %s\n", Score(res.candidates[0].score).c_str());
-  std::printf("best:  %s (candidate %zu)\n\n", Score(res.candidates[res.best].score).c_str(), res.best);
+  std::printf("best:  %s (candidate %zu)\n\n", Score(res.candidates[res.best].score).c_str(),
+              res.best);
   std::printf("Pareto table (feasible, non-dominated; * = best by the objective):\n%s\n",
               ari::sim::ParetoTable(res, space).c_str());
 
   std::printf("changed parameters:\n");
   bool any = false;
   for (const auto& p : space.params) {
-    auto a = ari::sim::TuneParamValue(start, p.name), b = ari::sim::TuneParamValue(res.best_policy, p.name);
+    auto a = ari::sim::TuneParamValue(start, p.name),
+         b = ari::sim::TuneParamValue(res.best_policy, p.name);
     if (a && b && *a != *b) {
       std::printf("  %-44s %s -> %s\n", p.name.c_str(), a->c_str(), b->c_str());
       any = true;
@@ -115,16 +129,16 @@ int WriteBest(const TuneArgs& o, const ari::sim::TuneResult& res, const ari::qos
   std::string after = ari::qos::PolicyToText(best);
   const std::string diff = ari::sim::DiffLines(before, after);
   std::string header = "# Tuned by ari-tune (seed " + std::to_string(o.seed) + ", budget " +
-                       std::to_string(o.budget) + ") from " + o.policy_path + "\n# best: " +
-                       Score(res.candidates[res.best].score) + "\n";
+                       std::to_string(o.budget) + ") from " + o.policy_path +
+                       "\n# best: " + Score(res.candidates[res.best].score) + "\n";
   if (auto check = ari::qos::ParsePolicyText(header + after, o.out); !check) {
     return Fail("internal: the best policy does not validate: " + check.error().ToString());
   }
   std::ofstream(o.out) << header << after;
   std::ofstream(o.out + ".diff") << diff;
   std::printf("diff against %s:\n%s\nwrote %s and %s.diff\n", o.policy_path.c_str(),
-              diff.empty() ? "(no change: the start is the best found)\n" : diff.c_str(), o.out.c_str(),
-              o.out.c_str());
+              diff.empty() ? "(no change: the start is the best found)\n" : diff.c_str(),
+              o.out.c_str(), o.out.c_str());
   return kOk;
 }
 
@@ -135,7 +149,8 @@ int main(int argc, char** argv) {
   if (const std::optional<int> rc = ParseArgs(argc, argv, args)) return *rc;
   auto start = ari::qos::LoadPolicyFile(args.policy_path);
   if (!start) return Fail("policy: " + start.error().ToString());
-  auto cost = args.cost_path.empty() ? ari::sim::BuiltinCostModel() : ari::sim::LoadCostModel(args.cost_path);
+  auto cost = args.cost_path.empty() ? ari::sim::BuiltinCostModel()
+                                     : ari::sim::LoadCostModel(args.cost_path);
   if (!cost) return Fail(cost.error().message);
   auto space = ari::sim::LoadTuneSpace(args.space_path);
   if (!space) return Fail(space.error().message);

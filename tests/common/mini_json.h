@@ -47,7 +47,8 @@ class JsonParser {
  private:
   explicit JsonParser(std::string_view t) : t_(t) {}
   void Ws() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\n' || t_[i_] == '\r' || t_[i_] == '\t')) ++i_;
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\n' || t_[i_] == '\r' || t_[i_] == '\t'))
+      ++i_;
   }
   char Peek() {
     Ws();
@@ -124,7 +125,10 @@ class JsonParser {
         std::string k = String();
         Expect(':');
         j.obj[k] = Value();
-        if (Peek() == ',') { ++i_; continue; }
+        if (Peek() == ',') {
+          ++i_;
+          continue;
+        }
         Expect('}');
         return j;
       }
@@ -135,7 +139,10 @@ class JsonParser {
       if (Peek() == ']') return ++i_, j;
       while (true) {
         j.arr.push_back(Value());
-        if (Peek() == ',') { ++i_; continue; }
+        if (Peek() == ',') {
+          ++i_;
+          continue;
+        }
         Expect(']');
         return j;
       }
@@ -145,9 +152,21 @@ class JsonParser {
       j.str = String();
       return j;
     }
-    if (t_.substr(i_, 4) == "true") { i_ += 4; j.kind = Json::Kind::kBool; j.b = true; return j; }
-    if (t_.substr(i_, 5) == "false") { i_ += 5; j.kind = Json::Kind::kBool; return j; }
-    if (t_.substr(i_, 4) == "null") { i_ += 4; return j; }
+    if (t_.substr(i_, 4) == "true") {
+      i_ += 4;
+      j.kind = Json::Kind::kBool;
+      j.b = true;
+      return j;
+    }
+    if (t_.substr(i_, 5) == "false") {
+      i_ += 5;
+      j.kind = Json::Kind::kBool;
+      return j;
+    }
+    if (t_.substr(i_, 4) == "null") {
+      i_ += 4;
+      return j;
+    }
     size_t n = 0;
     j.kind = Json::Kind::kNumber;
     j.num = std::stod(std::string(t_.substr(i_, 64)), &n);

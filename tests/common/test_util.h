@@ -1,11 +1,12 @@
 // Shared helpers for tests: where the real models live, which DDS domain a test owns.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace ari::testing {
 
@@ -54,8 +55,8 @@ inline std::filesystem::path SourceDir() {
 
 // A fresh scratch directory for this test process (removed by the caller if wanted).
 inline std::filesystem::path TempDir(const std::string& tag) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("ari_" + tag + "_" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("ari_" + tag + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return dir;
 }

@@ -33,7 +33,8 @@ TEST(DdsWrappers, DetectsSharedMemoryInConfig) {
   EXPECT_FALSE(dds::ConfigEnablesSharedMemory("<CycloneDDS><Domain/></CycloneDDS>"));
   EXPECT_TRUE(dds::ConfigEnablesSharedMemory(
       "<Domain><SharedMemory>\n  <Enable> true </Enable></SharedMemory></Domain>"));
-  EXPECT_FALSE(dds::ConfigEnablesSharedMemory("<SharedMemory><Enable>false</Enable></SharedMemory>"));
+  EXPECT_FALSE(
+      dds::ConfigEnablesSharedMemory("<SharedMemory><Enable>false</Enable></SharedMemory>"));
   EXPECT_FALSE(dds::ConfigEnablesSharedMemory(
       "<!-- <SharedMemory><Enable>true</Enable></SharedMemory> --><Domain/>"));
 }
@@ -91,8 +92,8 @@ TEST(DdsWrappers, BadConfigAndDomainAreErrors) {
 
 TEST(DdsWrappers, QosTable) {
   using dds::TopicKind;
-  for (TopicKind k : {TopicKind::kRequest, TopicKind::kTokenChunk, TopicKind::kCancel,
-                      TopicKind::kNodeStatus}) {
+  for (TopicKind k :
+       {TopicKind::kRequest, TopicKind::kTokenChunk, TopicKind::kCancel, TopicKind::kNodeStatus}) {
     const auto& spec = dds::TopicQos(k);
     EXPECT_GE(spec.reader_depth, 1);
     EXPECT_GE(spec.writer_depth, 1);

@@ -2,6 +2,8 @@
 // fault states and staleness, the memory reading, delivery over DDS, and end to end with
 // a real ari-node: a node configured for it takes the replayed temperature and memory;
 // a node configured otherwise has no reader for the topic and ignores it.
+#include "component/node/env_replay.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <mutex>
 
 #include "component/client/client.h"
-#include "component/node/env_replay.h"
 #include "tests/component/node_test_util.h"
 #include "thermal/clock.h"
 
@@ -188,10 +189,13 @@ TEST_F(EnvNode, ConfiguredNodeUsesReplayedTemperatureAndMemory) {
     ari_SimEnvironment s = Sample(88.0f, 150'000'000);
     ASSERT_TRUE(writer_->Write(&s).has_value());
     Ask();
-    seen = client_->WaitForNode(300ms, [](const ari_NodeStatus& st) {
-                     return std::fabs(st.temperature_c - 88.0f) < 0.01f &&
-                            st.memory_available_bytes == 150'000'000u;
-                   }).has_value();
+    seen = client_
+               ->WaitForNode(300ms,
+                             [](const ari_NodeStatus& st) {
+                               return std::fabs(st.temperature_c - 88.0f) < 0.01f &&
+                                      st.memory_available_bytes == 150'000'000u;
+                             })
+               .has_value();
   }
   EXPECT_TRUE(seen) << node_->Log();
   const auto view = client_->Node();

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -35,8 +35,8 @@ namespace dds = ari::component::dds;
 
 // What the child node reports back when told to stop.
 struct NodeReport {
-  int chunk_shm = -1;     // dds_is_shared_memory_available(chunk writer)
-  int request_shm = -1;   // dds_is_shared_memory_available(request reader)
+  int chunk_shm = -1;    // dds_is_shared_memory_available(chunk writer)
+  int request_shm = -1;  // dds_is_shared_memory_available(request reader)
   uint64_t requests = 0;
   uint64_t cancels = 0;
   uint64_t chunks = 0;
@@ -101,7 +101,8 @@ class FakeEngine {
     const std::string id(dds::FixedView(r.request_id));
     if (prompt.rfind("stream:", 0) == 0) {
       const int n = std::stoi(prompt.substr(7));
-      for (int i = 0; i < n; ++i) Send(r, i, false, ari_STATUS_OK, "t" + std::to_string(i) + " ", 1000 + i);
+      for (int i = 0; i < n; ++i)
+        Send(r, i, false, ari_STATUS_OK, "t" + std::to_string(i) + " ", 1000 + i);
       Send(r, n, true, ari_STATUS_DONE, "", -1);
     } else if (prompt == "reject") {
       Send(r, 0, true, ari_STATUS_REJECTED, "", -1, "test double rejects");
@@ -110,7 +111,8 @@ class FakeEngine {
     } else if (prompt == "wait-cancel") {
       for (uint32_t i = 0; i < 4000; ++i) {
         std::unique_lock<std::mutex> l(mu_);
-        if (cv_.wait_for(l, std::chrono::milliseconds(5), [&] { return cancelled_.count(id) > 0 || stop_; })) {
+        if (cv_.wait_for(l, std::chrono::milliseconds(5),
+                         [&] { return cancelled_.count(id) > 0 || stop_; })) {
           l.unlock();
           Send(r, i, true, ari_STATUS_CANCELLED, "", -1, "cancelled by client");
           return;
@@ -171,8 +173,9 @@ inline int RunFakeNode(const FakeNodeConfig& cfg) {
   int rc = 0;
   {
     FakeEngine engine(t->get());
-    if (!(*t)->Start([&](const ari_Request& r, const component::RequestInfo&) { engine.OnRequest(r); },
-                     [&](const ari_Cancel& c) { engine.OnCancel(c); })) {
+    if (!(*t)->Start(
+            [&](const ari_Request& r, const component::RequestInfo&) { engine.OnRequest(r); },
+            [&](const ari_Cancel& c) { engine.OnCancel(c); })) {
       return 21;
     }
     if (!(*t)->PublishStatus(MakeStatus(cfg.status_seq))) return 22;
@@ -233,8 +236,9 @@ class FakeNodeProcess {
     env_strings.push_back("ARI_FAKE_NODE_CHILD=1");
     env_strings.push_back("ARI_FAKE_NODE_DOMAIN=" + std::to_string(cfg.domain.domain_id));
     env_strings.push_back("ARI_FAKE_NODE_CONFIG=" + cfg.domain.config);
-    env_strings.push_back(std::string("ARI_FAKE_NODE_SHM=") +
-                          (cfg.domain.shared_memory == dds::SharedMemoryMode::kOff ? "off" : "config"));
+    env_strings.push_back(
+        std::string("ARI_FAKE_NODE_SHM=") +
+        (cfg.domain.shared_memory == dds::SharedMemoryMode::kOff ? "off" : "config"));
     env_strings.push_back("ARI_FAKE_NODE_ID=" + cfg.node_id);
     env_strings.push_back("ARI_FAKE_NODE_SEQ=" + std::to_string(cfg.status_seq));
     std::vector<char*> envp;
@@ -255,7 +259,8 @@ class FakeNodeProcess {
       const int r = fcntl(ready[1], F_DUPFD_CLOEXEC, 10);
       const int c = fcntl(control[0], F_DUPFD_CLOEXEC, 10);
       const int p = fcntl(report[1], F_DUPFD_CLOEXEC, 10);
-      if (r < 0 || c < 0 || p < 0 || dup2(r, 3) != 3 || dup2(c, 4) != 4 || dup2(p, 5) != 5) _exit(30);
+      if (r < 0 || c < 0 || p < 0 || dup2(r, 3) != 3 || dup2(c, 4) != 4 || dup2(p, 5) != 5)
+        _exit(30);
       execve(exe, argv, envp.data());
       _exit(31);
     }

@@ -56,7 +56,8 @@ std::string Quote(const fs::path& p) {
 }
 
 // The first ```<lang> block after `heading` in `text` (empty if none).
-std::string CodeBlock(const std::string& text, const std::string& heading, const std::string& lang) {
+std::string CodeBlock(const std::string& text, const std::string& heading,
+                      const std::string& lang) {
   const size_t h = text.find(heading);
   if (h == std::string::npos) return "";
   const std::string open = "```" + lang + "\n";
@@ -86,7 +87,8 @@ TEST(Install, InstallTreeAndBuildDocExampleWithFindPackage) {
   if (rc != 0 && out.find("cannot find") != std::string::npos) {
     fs::remove_all(dir);
     GTEST_SKIP() << "build tree not fully built (cmake --build first; install needs every "
-                    "installed target):\n" << out.substr(0, 600);
+                    "installed target):\n"
+                 << out.substr(0, 600);
   }
   ASSERT_EQ(rc, 0) << out;
 
@@ -103,7 +105,8 @@ TEST(Install, InstallTreeAndBuildDocExampleWithFindPackage) {
        {std::string("bin/ari-node"), std::string("bin/ari-cli"), libdir + "/libari_client.a",
         libdir + "/libari_idl_dds.a", libdir + "/cmake/ari/ariConfig.cmake",
         std::string("include/ari/ari.h"), std::string("include/ari/component/client/client.h"),
-        std::string("include/ari/component/client/dds.h"), std::string("include/ari/component/client/error.h"),
+        std::string("include/ari/component/client/dds.h"),
+        std::string("include/ari/component/client/error.h"),
         std::string("share/ari/node.textproto"), std::string("share/ari/policy_default.textproto"),
         std::string("share/ari/cyclonedds-lo.xml"), std::string("share/ari/cyclonedds-shm.xml"),
         libdir + "/systemd/system/ari-node.service"}) {
@@ -127,8 +130,8 @@ TEST(Install, InstallTreeAndBuildDocExampleWithFindPackage) {
   std::ofstream(app / "CMakeLists.txt") << cmake_block;
   std::ofstream(app / "main.cc") << cpp_block;
   rc = Shell(Quote(cmake) + " -S " + Quote(app) + " -B " + Quote(app / "build") +
-               " -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + Quote(prefix),
-           &out);
+                 " -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + Quote(prefix),
+             &out);
   ASSERT_EQ(rc, 0) << "configure of the doc example failed:\n" << out;
   rc = Shell(Quote(cmake) + " --build " + Quote(app / "build") + " -j2", &out);
   ASSERT_EQ(rc, 0) << "build of the doc example failed:\n" << out;

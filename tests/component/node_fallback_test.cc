@@ -10,9 +10,9 @@
 
 #include "component/client/client.h"
 #include "component/node/node.h"
+#include "runtime/convert/synth.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/model.h"
-#include "runtime/convert/synth.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {
@@ -197,8 +197,8 @@ TEST_F(NodeFallback, NewRequestsGoToTheFallbackWhichIsUnmappedAfterThePressure) 
   AskParams p;
   p.prompt = "Once upon a time";
   p.max_tokens = 12;
-  runtime::ChunkKnobs plain;                      // what the node runs without pressure
-  runtime::ChunkKnobs ladder;                     // every action of "emergency"
+  runtime::ChunkKnobs plain;   // what the node runs without pressure
+  runtime::ChunkKnobs ladder;  // every action of "emergency"
   ladder.greedy_only = true;
   ladder.kv_type = runtime::KvType::kInt8;
   ladder.context_cap = 512;
@@ -242,7 +242,8 @@ TEST_F(NodeFallback, NewRequestsGoToTheFallbackWhichIsUnmappedAfterThePressure) 
   });
   EXPECT_TRUE(st.has_value()) << "NodeStatus.model never named the fallback";
   {
-    Answer rest = Collect(*in_flight, first->sequence_number + 1);  // the in-flight request finished on main
+    Answer rest =
+        Collect(*in_flight, first->sequence_number + 1);  // the in-flight request finished on main
     EXPECT_EQ(rest.terminals, 1u);
     EXPECT_EQ(rest.status, ari_STATUS_DONE) << rest.message;
     EXPECT_EQ(rest.gaps, 0u);
@@ -276,12 +277,14 @@ TEST_F(NodeFallback, NewRequestsGoToTheFallbackWhichIsUnmappedAfterThePressure) 
   EXPECT_NE(log.find("memory emergency (60 MB < 100 enter)"), std::string::npos) << log;
   EXPECT_NE(log.find("memory ladder: new requests -> fallback model tiny-fallback.gguf "
                      "(mapped now"),
-            std::string::npos) << log;
-  EXPECT_NE(log.find("memory ladder: pressure gone, new requests -> main model"),
-            std::string::npos) << log;
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("memory ladder: pressure gone, new requests -> main model"), std::string::npos)
+      << log;
   EXPECT_NE(log.find("exit emergency"), std::string::npos) << log;
   EXPECT_NE(log.find("memory ladder: fallback model tiny-fallback.gguf unmapped (idle)"),
-            std::string::npos) << log;
+            std::string::npos)
+      << log;
   client->reset();
   std::filesystem::remove_all(dir);
 }
@@ -300,7 +303,8 @@ TEST_F(NodeFallback, IncompatibleVocabularyIsRefusedAndTheMainModelServes) {
   auto e = fb.Acquire();
   ASSERT_FALSE(e.has_value());
   EXPECT_NE(e.error().ToString().find("vocabulary size 32000 != main model's 512"),
-            std::string::npos) << e.error().ToString();
+            std::string::npos)
+      << e.error().ToString();
   EXPECT_FALSE(fb.mapped());
   std::filesystem::remove_all(dir);
 }

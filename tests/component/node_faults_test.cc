@@ -119,7 +119,6 @@ class NodeFaults : public NodeTestBase {
     }
     return terminals;
   }
-
 };
 
 TEST_F(NodeFaults, MissingModelExitsTwoWithReason) {
@@ -276,8 +275,8 @@ TEST_F(NodeFaults, CancelStormEndsEveryStreamExactlyOnce) {
       EXPECT_TRUE(owner[i]->Cancel(streams[i].request_id()).has_value());
       if (round == 0) (void)(owner[i] == a.get() ? b : a)->Cancel(streams[i].request_id());
       for (int k = 0; k < 5; ++k) {
-        (void)owner[i]->Cancel("unknown-" + std::to_string(round) + "-" + std::to_string(i) +
-                               "-" + std::to_string(k));
+        (void)owner[i]->Cancel("unknown-" + std::to_string(round) + "-" + std::to_string(i) + "-" +
+                               std::to_string(k));
       }
     }
   }
@@ -287,8 +286,10 @@ TEST_F(NodeFaults, CancelStormEndsEveryStreamExactlyOnce) {
     ASSERT_EQ(t.size(), 1u) << streams[i].request_id() << node.Log();
     const int32_t st = dds::RawEnum(t[0].status);
     ++by_status[st];
-    if (i % 4 == 3) EXPECT_EQ(st, ari_STATUS_DONE) << t[0].message;
-    else EXPECT_TRUE(st == ari_STATUS_CANCELLED || st == ari_STATUS_DONE) << st;
+    if (i % 4 == 3)
+      EXPECT_EQ(st, ari_STATUS_DONE) << t[0].message;
+    else
+      EXPECT_TRUE(st == ari_STATUS_CANCELLED || st == ari_STATUS_DONE) << st;
   }
   EXPECT_GT(by_status[ari_STATUS_CANCELLED], 0);
   // Cancels after the end change nothing; the node still serves.
@@ -306,8 +307,8 @@ TEST_F(NodeFaults, CancelStormEndsEveryStreamExactlyOnce) {
 
 TEST_F(NodeFaults, SigtermDuringPrefillEndsEveryRequestOnce) {
   NodeProcess node;
-  auto cfg = WriteNodeConfig(dir_ / "prefill", model_,
-                             "max_chunk: 2\nshutdown_mode: SHUTDOWN_CANCEL\n");
+  auto cfg =
+      WriteNodeConfig(dir_ / "prefill", model_, "max_chunk: 2\nshutdown_mode: SHUTDOWN_CANCEL\n");
   ASSERT_TRUE(node.Start(cfg, dir_ / "prefill.log"));
   auto client = Connect("prefill");
   ASSERT_TRUE(client);
@@ -329,7 +330,8 @@ TEST_F(NodeFaults, SigtermDuringPrefillEndsEveryRequestOnce) {
   const auto until = std::chrono::steady_clock::now() + 20s;
   auto running = [&] {
     const std::string log = node.Log();
-    for (size_t p = log.find("decision "); p != std::string::npos; p = log.find("decision ", p + 1)) {
+    for (size_t p = log.find("decision "); p != std::string::npos;
+         p = log.find("decision ", p + 1)) {
       if (log.compare(p, 14, "decision idle ") != 0) return true;
     }
     return false;

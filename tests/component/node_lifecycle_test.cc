@@ -68,7 +68,6 @@ class NodeLifecycle : public NodeTestBase {
     }
     return node.Stop(0, 20s);  // signal 0: just wait for the exit
   }
-
 };
 
 TEST_F(NodeLifecycle, SigtermFinishModeCompletesInFlightAndExitsZero) {
@@ -85,8 +84,8 @@ TEST_F(NodeLifecycle, SighupReloadsPolicyAndKeepsTheOldOneWhenInvalid) {
   ASSERT_TRUE(node.Start(cfg, dir_ / "hup.log"));
   auto client = Connect("hup");
   ASSERT_TRUE(client && client->WaitForNode(20s));
-  std::ofstream(dir_ / "hup" / "policy.textproto") << DefaultPolicyWith("name: \"default\"",
-                                                                        "name: \"reloaded\"");
+  std::ofstream(dir_ / "hup" / "policy.textproto")
+      << DefaultPolicyWith("name: \"default\"", "name: \"reloaded\"");
   kill(node.pid(), SIGHUP);
   for (int i = 0; i < 200 && node.Log().find("reloaded (reloaded)") == std::string::npos; ++i) {
     std::this_thread::sleep_for(20ms);

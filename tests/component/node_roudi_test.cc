@@ -99,9 +99,9 @@ Cli StartCli(const std::filesystem::path& dir, const std::string& name, int max_
     const int e = open(c.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(o, 1);
     dup2(e, 2);
-    execl(bin.c_str(), bin.c_str(), "--domain", domain.c_str(), "--config", cfg.c_str(),
-          "--client", name.c_str(), "ask", "--chunks", "--max-tokens", tokens.c_str(),
-          "Once upon a time", static_cast<char*>(nullptr));
+    execl(bin.c_str(), bin.c_str(), "--domain", domain.c_str(), "--config", cfg.c_str(), "--client",
+          name.c_str(), "ask", "--chunks", "--max-tokens", tokens.c_str(), "Once upon a time",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   return c;

@@ -107,14 +107,13 @@ int RunClientChild() {
 const int kClientChildHook = RunClientChild();
 
 bool RunClient(const std::string& config, ClientReport* out) {
-  return RunSelfAsChild({"ARI_NODE_SHM_CHILD=1",
-                         "ARI_SHM_DOMAIN=" + std::to_string(TestDomainId()),
+  return RunSelfAsChild({"ARI_NODE_SHM_CHILD=1", "ARI_SHM_DOMAIN=" + std::to_string(TestDomainId()),
                          "ARI_SHM_CONFIG=" + config},
                         out, sizeof *out);
 }
 
-std::filesystem::path WriteConfig(const std::filesystem::path& dir, const std::filesystem::path& model,
-                                  bool shm) {
+std::filesystem::path WriteConfig(const std::filesystem::path& dir,
+                                  const std::filesystem::path& model, bool shm) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "policy.textproto") << DefaultPolicyWith();
   auto path = dir / "node.textproto";
@@ -122,8 +121,8 @@ std::filesystem::path WriteConfig(const std::filesystem::path& dir, const std::f
   out << "model_path: \"" << model.string() << "\"\n"
       << "policy_path: \"policy.textproto\"\n"
       << "dds { domain_id: " << TestDomainId() << " cyclone_config: \""
-      << (SourceDir() / "config" / "cyclonedds-shm.xml").string() << "\" shared_memory: "
-      << (shm ? "true" : "false") << " liveliness_lease_ms: 1000 }\n"
+      << (SourceDir() / "config" / "cyclonedds-shm.xml").string()
+      << "\" shared_memory: " << (shm ? "true" : "false") << " liveliness_lease_ms: 1000 }\n"
       << "session_slots: 2\nmax_context: 512\n"
       << "limits { max_prompt_bytes: 512 max_max_tokens: 256 }\n"
       << "sensor { kind: SENSOR_NONE }\nstatus_period_ms: 200\nthreads: 1\n";
@@ -142,7 +141,8 @@ void RunOnce(const std::filesystem::path& dir, const std::filesystem::path& mode
   NodeProcess node;
   ASSERT_TRUE(node.Start(cfg, dir / "node.log"));
   const std::string client_config =
-      "file://" + (SourceDir() / "config" / (shm ? "cyclonedds-shm.xml" : "cyclonedds-lo.xml")).string();
+      "file://" +
+      (SourceDir() / "config" / (shm ? "cyclonedds-shm.xml" : "cyclonedds-lo.xml")).string();
   const bool ran = RunClient(client_config, &r->client);
   r->node_exit = node.Stop(SIGTERM);
   r->node_log = node.Log();
@@ -202,7 +202,8 @@ TEST(NodeSharedMemory, RealNodeGivesIdenticalStreamsWithShmOffAndOn) {
   }
   EXPECT_EQ(on.node_exit, 0) << on.node_log;
   EXPECT_EQ(on.client.connect_ok, 1) << on.client.note;
-  EXPECT_NE(std::string(on.client.note).find("shared memory on"), std::string::npos) << on.client.note;
+  EXPECT_NE(std::string(on.client.note).find("shared memory on"), std::string::npos)
+      << on.client.note;
   // Cyclone itself says the endpoints use iceoryx: node side (logged at start-up) ...
   EXPECT_NE(on.node_log.find("shared memory on"), std::string::npos) << on.node_log;
   EXPECT_NE(on.node_log.find("chunk writer shm=1, request reader shm=1"), std::string::npos)
@@ -214,20 +215,24 @@ TEST(NodeSharedMemory, RealNodeGivesIdenticalStreamsWithShmOffAndOn) {
   unsigned long long tokens = 0, chunks = 0, loaned = 0;
   ASSERT_EQ(std::sscanf(on.node_log.c_str() + line,
                         "(%llu tokens served; %llu chunks published, %llu of them", &tokens,
-                        &chunks, &loaned), 3) << on.node_log;
+                        &chunks, &loaned),
+            3)
+      << on.node_log;
   EXPECT_GT(chunks, 0u);
   EXPECT_EQ(loaned, chunks) << "node chunks via dds_loan_sample";
   // ... and client side: dds_is_shared_memory_available, loans, samples via iceoryx.
   EXPECT_EQ(on.client.request_shm, 1);
   EXPECT_EQ(on.client.chunk_shm, 1);
   EXPECT_EQ(on.client.request_writes, static_cast<uint64_t>(kAsks));
-  EXPECT_EQ(on.client.request_loaned, static_cast<uint64_t>(kAsks)) << "requests via dds_loan_sample";
+  EXPECT_EQ(on.client.request_loaned, static_cast<uint64_t>(kAsks))
+      << "requests via dds_loan_sample";
   EXPECT_GT(on.client.chunk_samples, 0u);
   EXPECT_EQ(on.client.chunk_shm_samples, on.client.chunk_samples);
   ExpectSameStreams(off.client, on.client);
   std::printf("shm off: %u+%u chunks; shm on: %u+%u chunks, %llu chunk samples via iceoryx\n",
               off.client.asks[0].chunks, off.client.asks[1].chunks, on.client.asks[0].chunks,
-              on.client.asks[1].chunks, static_cast<unsigned long long>(on.client.chunk_shm_samples));
+              on.client.asks[1].chunks,
+              static_cast<unsigned long long>(on.client.chunk_shm_samples));
   std::filesystem::remove_all(dir);
 }
 

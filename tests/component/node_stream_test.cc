@@ -141,8 +141,8 @@ TEST_F(NodeStream, ConcurrentClientsWithMixedUrgencyAllFinishIntact) {
   const Reference ref = InProcess(prompt, 24);
   std::vector<std::thread> threads;
   threads.reserve(4);
-  std::vector<component::Result<component::StreamSummary>> results(4, std::unexpected(
-      component::Error{}));
+  std::vector<component::Result<component::StreamSummary>> results(
+      4, std::unexpected(component::Error{}));
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
       auto client = Connect("mixed" + std::to_string(i));
@@ -315,8 +315,7 @@ TEST_F(NodeStream, EveryBadRequestGetsOneTerminalAtOnce) {
   ASSERT_EQ(again.size(), before + 1) << g_node->Log();
   EXPECT_TRUE(again.back().terminal);
   EXPECT_EQ(dds::RawEnum(again.back().status), ari_STATUS_REJECTED);
-  EXPECT_NE(std::string(dds::FixedView(again.back().message)).find("duplicate"),
-            std::string::npos);
+  EXPECT_NE(std::string(dds::FixedView(again.back().message)).find("duplicate"), std::string::npos);
 }
 
 TEST_F(NodeStream, FullQueueAndRateLimitAreRefused) {

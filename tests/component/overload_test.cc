@@ -64,10 +64,10 @@ std::filesystem::path WriteOverloadConfig(const std::filesystem::path& dir,
 
 ari_Urgency UrgencyFor(int i) {
   const int k = i % 20;
-  if (k == 0) return ari_URGENCY_CRITICAL;          // 5%
-  if (k <= 3) return ari_URGENCY_HIGH;              // 15%
-  if (k <= 11) return ari_URGENCY_NORMAL;           // 40%
-  return ari_URGENCY_BACKGROUND;                    // 40%
+  if (k == 0) return ari_URGENCY_CRITICAL;  // 5%
+  if (k <= 3) return ari_URGENCY_HIGH;      // 15%
+  if (k <= 11) return ari_URGENCY_NORMAL;   // 40%
+  return ari_URGENCY_BACKGROUND;            // 40%
 }
 
 struct Tally {
@@ -233,14 +233,14 @@ TEST(Overload, TenThousandRequestsEightClientsBoundedAndNothingLost) {
 
   std::printf("pre-burst: %llu requests, node RSS %ld kB after warm-up\n",
               static_cast<unsigned long long>(pre.sent), rss_warm);
-  std::printf("overload: %llu requests in %.1f s (%llu send retries); node RSS %ld kB before, "
-              "%ld kB max, %ld kB after, VmHWM %ld kB; max queue depth BG %u NORMAL %u "
-              "HIGH %u CRITICAL %u total %u; evicted %llu\nledger: %s\n",
-              static_cast<unsigned long long>(tally.sent), secs,
-              static_cast<unsigned long long>(tally.send_retries), rss_before, rss_max,
-              rss_after, hwm, max_depth[0], max_depth[1], max_depth[2], max_depth[3],
-              max_total, static_cast<unsigned long long>(tally.evicted),
-              report.ToString().c_str());
+  std::printf(
+      "overload: %llu requests in %.1f s (%llu send retries); node RSS %ld kB before, "
+      "%ld kB max, %ld kB after, VmHWM %ld kB; max queue depth BG %u NORMAL %u "
+      "HIGH %u CRITICAL %u total %u; evicted %llu\nledger: %s\n",
+      static_cast<unsigned long long>(tally.sent), secs,
+      static_cast<unsigned long long>(tally.send_retries), rss_before, rss_max, rss_after, hwm,
+      max_depth[0], max_depth[1], max_depth[2], max_depth[3], max_total,
+      static_cast<unsigned long long>(tally.evicted), report.ToString().c_str());
   static constexpr const char* kUrg[4] = {"BACKGROUND", "NORMAL", "HIGH", "CRITICAL"};
   for (int u = 0; u < 4; ++u) {
     const uint64_t other =

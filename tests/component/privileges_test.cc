@@ -1,15 +1,16 @@
 // Privilege reduction: the sandbox (no_new_privs, Landlock write restriction) in a forked
 // child, and a running ari-node that dropped root (when the test runs as root) and still
 // serves: NoNewPrivs 1, no capabilities, uid of the configured user in /proc/<pid>/status.
+#include "component/node/privileges.h"
+
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cerrno>
-#include <fcntl.h>
 #include <fstream>
 
 #include "component/client/client.h"
-#include "component/node/privileges.h"
 #include "tests/component/node_test_util.h"
 
 namespace ari::testing {

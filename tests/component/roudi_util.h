@@ -89,8 +89,7 @@ class Roudi {
 // be separate processes with their own iceoryx runtime) with `extra_env` added, and reads
 // `size` bytes of report from the child's fd 3. True when the whole report arrived and the
 // child exited 0.
-inline bool RunSelfAsChild(const std::vector<std::string>& extra_env, void* report,
-                           size_t size) {
+inline bool RunSelfAsChild(const std::vector<std::string>& extra_env, void* report, size_t size) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   env.insert(env.end(), extra_env.begin(), extra_env.end());

@@ -66,9 +66,7 @@ int RunProcess(const std::vector<std::string>& argv, const std::filesystem::path
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::filesystem::path CliBinary() {
-  return NodeBinary().parent_path() / "ari-cli";
-}
+std::filesystem::path CliBinary() { return NodeBinary().parent_path() / "ari-cli"; }
 
 bool SecurityAvailable(std::string* why) {
   if (RunProcess({"/bin/sh", "-c", "command -v openssl"}, "/dev/null") != 0) {
@@ -81,9 +79,10 @@ bool SecurityAvailable(std::string* why) {
 // gen.sh into dir; false (with the log in *why) when it fails (e.g. no plugins).
 bool Generate(const std::filesystem::path& dir, std::string* why) {
   const auto log = dir / "gen.log";
-  const int rc = RunProcess({(SourceDir() / "scripts" / "security" / "gen.sh").string(), dir.string(),
-                      "--client", "app-crit", "--client", "app-plain", "--reader", "app-reader"},
-                     log);
+  const int rc =
+      RunProcess({(SourceDir() / "scripts" / "security" / "gen.sh").string(), dir.string(),
+                  "--client", "app-crit", "--client", "app-plain", "--reader", "app-reader"},
+                 log);
   if (rc != 0) *why = "gen.sh exit " + std::to_string(rc) + ": " + ReadFile(log);
   return rc == 0;
 }
@@ -103,7 +102,8 @@ TEST(Identity, Sha256KnownAnswers) {
 TEST(Identity, MalformedCertificatesAreErrorsNotCrashes) {
   EXPECT_FALSE(component::GuidPrefixForCertificate("").has_value());
   EXPECT_FALSE(component::GuidPrefixForCertificate("-----BEGIN CERTIFICATE-----\n!!\n"
-                                                   "-----END CERTIFICATE-----\n").has_value());
+                                                   "-----END CERTIFICATE-----\n")
+                   .has_value());
   const uint8_t kShort[] = {0x30, 0x82, 0xff, 0xff, 0x30};
   EXPECT_FALSE(component::CertificateSubjectDer(kShort).has_value());
   const uint8_t kNested[] = {0x30, 0x06, 0x30, 0x04, 0x02, 0x01, 0x01, 0x05};
@@ -142,10 +142,12 @@ TEST(Identity, GuidPrefixEqualsTheGuidCycloneGivesTheAuthenticatedParticipant) {
   if (child == 0) {
     close(fds[0]);
     const std::string uri = "file://" + (dir / "cyclonedds-app-crit.xml").string();
-    const dds_entity_t d = dds_create_domain(static_cast<dds_domainid_t>(TestDomainId()),
-                                             uri.c_str());
-    const dds_entity_t pp = d > 0 ? dds_create_participant(static_cast<dds_domainid_t>(
-                                        TestDomainId()), nullptr, nullptr) : -1;
+    const dds_entity_t d =
+        dds_create_domain(static_cast<dds_domainid_t>(TestDomainId()), uri.c_str());
+    const dds_entity_t pp =
+        d > 0
+            ? dds_create_participant(static_cast<dds_domainid_t>(TestDomainId()), nullptr, nullptr)
+            : -1;
     dds_guid_t guid{};
     if (pp < 0 || dds_get_guid(pp, &guid) != DDS_RETCODE_OK) _exit(1);
     if (write(fds[1], guid.v, sizeof guid.v) != static_cast<ssize_t>(sizeof guid.v)) _exit(2);

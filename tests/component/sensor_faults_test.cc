@@ -40,7 +40,9 @@ class FaultySensor final : public thermal::TemperatureSource {
     const int64_t now = thermal::SteadyClock::Instance().NowNs();
     thermal::Validated v;
     switch (mode_) {
-      case Mode::kValue: v = validator_.Observe(thermal::RawStatus::kValue, celsius_, now, now); break;
+      case Mode::kValue:
+        v = validator_.Observe(thermal::RawStatus::kValue, celsius_, now, now);
+        break;
       case Mode::kGone: v = validator_.Observe(thermal::RawStatus::kMissing, 0.0, now, now); break;
       case Mode::kStalled:
         v = validator_.Observe(thermal::RawStatus::kNoNewValue, 0.0, now, now);

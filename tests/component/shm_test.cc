@@ -85,8 +85,7 @@ const int kClientChildHook = RunClientChild();
 
 // Runs the client child to completion and returns its report.
 bool RunClient(uint32_t domain_id, const std::string& config, ClientReport* out) {
-  return RunSelfAsChild({"ARI_SHM_CLIENT_CHILD=1",
-                         "ARI_SHM_DOMAIN=" + std::to_string(domain_id),
+  return RunSelfAsChild({"ARI_SHM_CLIENT_CHILD=1", "ARI_SHM_DOMAIN=" + std::to_string(domain_id),
                          "ARI_SHM_CONFIG=" + config},
                         out, sizeof *out);
 }
@@ -128,7 +127,8 @@ TEST(SharedMemory, SameStreamOverLoopbackAndIceoryx) {
   ASSERT_NO_FATAL_FAILURE(RunOnce(shm_config, &off));
   EXPECT_EQ(off.node_exit, 0);
   EXPECT_EQ(off.client.connect_ok, 1);
-  EXPECT_NE(std::string(off.client.note).find("not reachable"), std::string::npos) << off.client.note;
+  EXPECT_NE(std::string(off.client.note).find("not reachable"), std::string::npos)
+      << off.client.note;
   EXPECT_EQ(off.client.status, ari_STATUS_DONE);
   EXPECT_EQ(off.client.chunks, static_cast<uint32_t>(kChunks + 1));
   EXPECT_EQ(off.client.gaps, 0u);
@@ -154,12 +154,15 @@ TEST(SharedMemory, SameStreamOverLoopbackAndIceoryx) {
     for (int i = 0; i < repeat; ++i) {
       on = RunResult{};
       ASSERT_NO_FATAL_FAILURE(RunOnce(shm_config, &on));
-      if (on.client.status != ari_STATUS_DONE || on.client.chunks != static_cast<uint32_t>(kChunks + 1)) {
+      if (on.client.status != ari_STATUS_DONE ||
+          on.client.chunks != static_cast<uint32_t>(kChunks + 1)) {
         ++incomplete;
-        std::printf("run %d: incomplete stream (status %d, %u chunks; node got %llu requests, "
-                    "published %llu chunks)\n", i, on.client.status, on.client.chunks,
-                    static_cast<unsigned long long>(on.node.requests),
-                    static_cast<unsigned long long>(on.node.chunks));
+        std::printf(
+            "run %d: incomplete stream (status %d, %u chunks; node got %llu requests, "
+            "published %llu chunks)\n",
+            i, on.client.status, on.client.chunks,
+            static_cast<unsigned long long>(on.node.requests),
+            static_cast<unsigned long long>(on.node.chunks));
       }
     }
     EXPECT_EQ(incomplete, 0) << "of " << repeat << " runs";
@@ -168,7 +171,8 @@ TEST(SharedMemory, SameStreamOverLoopbackAndIceoryx) {
   }
   EXPECT_EQ(on.node_exit, 0);
   EXPECT_EQ(on.client.connect_ok, 1);
-  EXPECT_NE(std::string(on.client.note).find("shared memory on"), std::string::npos) << on.client.note;
+  EXPECT_NE(std::string(on.client.note).find("shared memory on"), std::string::npos)
+      << on.client.note;
   EXPECT_EQ(on.node.chunk_shm, 1) << "dds_is_shared_memory_available(chunk writer)";
   EXPECT_EQ(on.node.request_shm, 1) << "dds_is_shared_memory_available(request reader)";
   EXPECT_EQ(on.client.request_shm, 1) << "dds_is_shared_memory_available(request writer)";
@@ -179,18 +183,20 @@ TEST(SharedMemory, SameStreamOverLoopbackAndIceoryx) {
   EXPECT_EQ(on.client.chunk_shm_samples, on.client.chunk_samples);
   EXPECT_EQ(on.client.gaps, 0u);
   ExpectSameStream(off.client, on.client);
-  std::printf("shm off: node chunks %llu loaned %llu; client request loaned %llu, chunk samples %llu\n",
-              static_cast<unsigned long long>(off.node.chunks),
-              static_cast<unsigned long long>(off.node.chunks_loaned),
-              static_cast<unsigned long long>(off.client.request_loaned),
-              static_cast<unsigned long long>(off.client.chunk_samples));
-  std::printf("shm on : node chunks %llu loaned %llu shm w=%d r=%d; client request loaned %llu "
-              "shm w=%d, chunk samples %llu (shm reader %llu) r=%d\n",
-              static_cast<unsigned long long>(on.node.chunks),
-              static_cast<unsigned long long>(on.node.chunks_loaned), on.node.chunk_shm,
-              on.node.request_shm, static_cast<unsigned long long>(on.client.request_loaned),
-              on.client.request_shm, static_cast<unsigned long long>(on.client.chunk_samples),
-              static_cast<unsigned long long>(on.client.chunk_shm_samples), on.client.chunk_shm);
+  std::printf(
+      "shm off: node chunks %llu loaned %llu; client request loaned %llu, chunk samples %llu\n",
+      static_cast<unsigned long long>(off.node.chunks),
+      static_cast<unsigned long long>(off.node.chunks_loaned),
+      static_cast<unsigned long long>(off.client.request_loaned),
+      static_cast<unsigned long long>(off.client.chunk_samples));
+  std::printf(
+      "shm on : node chunks %llu loaned %llu shm w=%d r=%d; client request loaned %llu "
+      "shm w=%d, chunk samples %llu (shm reader %llu) r=%d\n",
+      static_cast<unsigned long long>(on.node.chunks),
+      static_cast<unsigned long long>(on.node.chunks_loaned), on.node.chunk_shm,
+      on.node.request_shm, static_cast<unsigned long long>(on.client.request_loaned),
+      on.client.request_shm, static_cast<unsigned long long>(on.client.chunk_samples),
+      static_cast<unsigned long long>(on.client.chunk_shm_samples), on.client.chunk_shm);
 }
 
 }  // namespace

@@ -14,8 +14,9 @@ namespace {
 using namespace ari::runtime;
 
 constexpr std::array<ChatTemplateKind, 6> kKinds = {
-    ChatTemplateKind::kChatMl,    ChatTemplateKind::kLlama3,       ChatTemplateKind::kLlama2,
-    ChatTemplateKind::kLlama2Sys, ChatTemplateKind::kLlama2SysBos, ChatTemplateKind::kLlama2SysStrip};
+    ChatTemplateKind::kChatMl,       ChatTemplateKind::kLlama3,
+    ChatTemplateKind::kLlama2,       ChatTemplateKind::kLlama2Sys,
+    ChatTemplateKind::kLlama2SysBos, ChatTemplateKind::kLlama2SysStrip};
 constexpr std::array<std::string_view, 5> kRoles = {"system", "user", "assistant", "tool", ""};
 
 }  // namespace

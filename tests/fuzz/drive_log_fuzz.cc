@@ -34,7 +34,7 @@ void CheckCorruptions(const std::vector<sim::CorruptRecord>& list, size_t size) 
   uint64_t last_end = 0;
   for (const auto& c : list) {
     if (c.reason.empty()) __builtin_trap();
-    if (c.offset < last_end || c.offset > size) __builtin_trap();   // file order, inside
+    if (c.offset < last_end || c.offset > size) __builtin_trap();  // file order, inside
     if (c.offset + c.skipped_bytes > size) __builtin_trap();
     last_end = c.offset + c.skipped_bytes;
     (void)c.ToString();

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tokenizer/chat_template.h"
 #include "runtime/gguf/gguf.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/model_weights.h"
+#include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace {
@@ -36,8 +36,8 @@ void Touch(std::span<const std::byte> bytes) {
 
 void ExerciseMetadata(const GgufFile& f, const GgufMetadata& m) {
   g_sink += GgufValueTypeName(m.type).size();
-  g_sink += f.ValueToString(m).size() + f.ValueToString(m, 0).size() +
-            f.ValueToString(m, 1000).size();
+  g_sink +=
+      f.ValueToString(m).size() + f.ValueToString(m, 0).size() + f.ValueToString(m, 1000).size();
   const GgufMetadata* found = f.Find(m.key);
   if (found == nullptr || !f.Has(m.key)) __builtin_trap();  // a parsed key must be found
   const std::string_view k = m.key;
@@ -88,9 +88,9 @@ void ExerciseWeights(const GgufFile& f) {
   read_edges(weights->output_norm);
   read_edges(weights->output);
   for (const LayerWeights& l : weights->layers) {
-    for (const WeightMatrix* w : {&l.attn_norm, &l.attn_q, &l.attn_k, &l.attn_v, &l.attn_q_bias,
-                                  &l.attn_k_bias, &l.attn_v_bias, &l.attn_output, &l.ffn_norm,
-                                  &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+    for (const WeightMatrix* w :
+         {&l.attn_norm, &l.attn_q, &l.attn_k, &l.attn_v, &l.attn_q_bias, &l.attn_k_bias,
+          &l.attn_v_bias, &l.attn_output, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
       read_edges(*w);
     }
   }

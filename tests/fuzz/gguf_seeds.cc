@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf/gguf.h"
 #include "runtime/convert/synth.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/gguf/gguf.h"
 
 namespace {
 
@@ -26,8 +26,7 @@ bool Write(const GgufWriter& w, const std::filesystem::path& path) {
   return true;
 }
 
-Result<void> AddTensor(GgufWriter& w, std::string name, TensorType type,
-                       std::vector<int64_t> ne) {
+Result<void> AddTensor(GgufWriter& w, std::string name, TensorType type, std::vector<int64_t> ne) {
   auto bytes = TensorBytes(type, ne);
   if (!bytes) return std::unexpected(bytes.error());
   std::vector<std::byte> data(*bytes);
@@ -62,7 +61,10 @@ void TinyVocab(GgufWriter& w, bool gpt2) {
   if (gpt2) {
     w.SetString("tokenizer.ggml.model", "gpt2");
     w.SetString("tokenizer.ggml.pre", "gpt-2");
-    for (const char* t : {"<|endoftext|>", "a", "b", "c", "\xC4\xA0", "ab", "\xC4\xA0" "a", "abc"}) {
+    for (const char* t : {"<|endoftext|>", "a", "b", "c", "\xC4\xA0", "ab",
+                          "\xC4\xA0"
+                          "a",
+                          "abc"}) {
       tokens.push_back(t);
       types.push_back(tokens.size() == 1 ? 3 : 1);
     }
@@ -83,7 +85,12 @@ void TinyVocab(GgufWriter& w, bool gpt2) {
       scores.push_back(0.0f);
       types.push_back(6);
     }
-    for (const char* t : {"\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a", "ab", "\xE2\x96\x81" "ab"}) {
+    for (const char* t : {"\xE2\x96\x81", "a", "b",
+                          "\xE2\x96\x81"
+                          "a",
+                          "ab",
+                          "\xE2\x96\x81"
+                          "ab"}) {
       tokens.push_back(t);
       scores.push_back(-static_cast<float>(tokens.size()));
       types.push_back(1);
@@ -108,9 +115,16 @@ bool TinyModel(const std::filesystem::path& dir, const char* file, std::string_v
   auto vocab = GgufFile::Parse(*vocab_bytes, "vocab");
   if (!vocab) return false;
   SynthOptions opts;
-  opts.preset = SynthPreset{.name = "seed", .arch = arch, .dim = 32, .ffn = 32, .layers = 1,
-                            .heads = 2, .kv_heads = 1, .context = 16,
-                            .qkv_bias = arch == "qwen2", .tied_embeddings = arch == "qwen2"};
+  opts.preset = SynthPreset{.name = "seed",
+                            .arch = arch,
+                            .dim = 32,
+                            .ffn = 32,
+                            .layers = 1,
+                            .heads = 2,
+                            .kv_heads = 1,
+                            .context = 16,
+                            .qkv_bias = arch == "qwen2",
+                            .tied_embeddings = arch == "qwen2"};
   opts.type = type;
   opts.seed = 7;
   auto writer = BuildSynthModel(opts, *vocab);

@@ -19,8 +19,8 @@
 
 namespace {
 
-using ari::runtime::IsValidUtf8;
 using ari::component::RequestLimits;
+using ari::runtime::IsValidUtf8;
 
 template <size_t N>
 size_t TerminatedLength(const char (&id)[N]) {

@@ -59,7 +59,9 @@ int main(int argc, char** argv) {
   bool ok = true;
   ok &= Write(dir, "ok_prompt", Base("How far is the next charger?"));
   {
-    auto r = Base("Wie warm ist es drau\xc3\x9f" "en? \xe2\x9d\x84 \xf0\x9f\x9a\x97");
+    auto r = Base(
+        "Wie warm ist es drau\xc3\x9f"
+        "en? \xe2\x9d\x84 \xf0\x9f\x9a\x97");
     r.urgency = ari_URGENCY_CRITICAL;
     r.sampling.temperature = 0.7f;
     r.sampling.top_p = 0.9f;

@@ -57,13 +57,26 @@ std::vector<Vocab> LoadVocabs() {
 bool NextUtf8(std::string_view s, size_t i, size_t* len) {
   const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
   const uint8_t c = b(0);
-  if (c < 0x80) { *len = 1; return true; }
+  if (c < 0x80) {
+    *len = 1;
+    return true;
+  }
   size_t need;
   uint8_t lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) need = 1;
-  else if (c >= 0xE0 && c <= 0xEF) { need = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-  else if (c >= 0xF0 && c <= 0xF4) { need = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-  else { *len = 1; return false; }
+  if (c >= 0xC2 && c <= 0xDF)
+    need = 1;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    need = 2;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    need = 3;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    *len = 1;
+    return false;
+  }
   size_t k = 1;
   for (; k <= need; ++k) {
     if (i + k >= s.size()) break;
@@ -78,8 +91,10 @@ std::string Sanitise(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
     size_t len = 0;
-    if (NextUtf8(s, i, &len)) out.append(s.substr(i, len));
-    else out.append("\xEF\xBF\xBD");
+    if (NextUtf8(s, i, &len))
+      out.append(s.substr(i, len));
+    else
+      out.append("\xEF\xBF\xBD");
     i += len;
   }
   return out;

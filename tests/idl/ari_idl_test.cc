@@ -35,7 +35,8 @@ TEST(AriIdl, RequestSerializesAndDeserializes) {
   ASSERT_TRUE(domain.ok()) << dds_strretcode(domain.rc());
   dds_entity_t pp = dds_create_participant(domain.id(), nullptr, nullptr);
   ASSERT_GT(pp, 0) << dds_strretcode(pp);
-  dds_entity_t topic = dds_create_topic(pp, &ari_Request_desc, "ari_idl_roundtrip", nullptr, nullptr);
+  dds_entity_t topic =
+      dds_create_topic(pp, &ari_Request_desc, "ari_idl_roundtrip", nullptr, nullptr);
   ASSERT_GT(topic, 0) << dds_strretcode(topic);
   dds_qos_t* qos = dds_create_qos();
   dds_qset_reliability(qos, DDS_RELIABILITY_RELIABLE, DDS_SECS(1));
@@ -61,7 +62,8 @@ TEST(AriIdl, RequestSerializesAndDeserializes) {
   in.turns[0].role = ari_ROLE_SYSTEM;
   CopyText(in.turns[0].text, sizeof in.turns[0].text, "be brief");
   in.turns[0].text_len = 8;
-  const char* prompt = "Route to the nearest charging station, avoiding tolls. \xC3\xA9\xE2\x82\xAC";
+  const char* prompt =
+      "Route to the nearest charging station, avoiding tolls. \xC3\xA9\xE2\x82\xAC";
   CopyText(in.prompt, sizeof in.prompt, prompt);
   in.prompt_len = static_cast<uint32_t>(std::strlen(prompt));
   ASSERT_EQ(dds_write(writer, &in), DDS_RETCODE_OK);

@@ -2,11 +2,11 @@
 // sensor faults, the memory ladder and class knobs.
 #include "qos/governor.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/common/test_util.h"
 
@@ -75,11 +75,11 @@ TEST_F(GovernorTest, EnterAndExitWithHysteresis) {
 
 TEST_F(GovernorTest, DwellHoldsTheBand) {
   Step(0, 60.0);
-  Step(3000, 71.0);                                     // warm at 3 s, dwell 5 s
+  Step(3000, 71.0);                                        // warm at 3 s, dwell 5 s
   EXPECT_EQ(Step(4000, 60.0).thermal_band, Band("warm"));  // held
   EXPECT_NE(Reason().find("held by dwell"), std::string::npos) << Reason();
   EXPECT_NE(Reason().find("1000/5000 ms"), std::string::npos) << Reason();
-  EXPECT_EQ(Step(4000, 90.0).thermal_band, Band("warm"));  // up is held too...
+  EXPECT_EQ(Step(4000, 90.0).thermal_band, Band("warm"));    // up is held too...
   EXPECT_EQ(Step(8000, 60.0).thermal_band, Band("normal"));  // ...until the dwell is over
 }
 
@@ -91,7 +91,7 @@ TEST_F(GovernorTest, LastBandSkipsDwellAndCoolingIsOneBandAtATime) {
   EXPECT_NE(Reason().find("last band skips dwell"), std::string::npos) << Reason();
   EXPECT_EQ(Step(5000, 40.0).thermal_band, Band("critical"));  // critical dwell 10 s
   EXPECT_EQ(Step(13100, 40.0).thermal_band, Band("hot"));
-  EXPECT_EQ(Step(14000, 40.0).thermal_band, Band("hot"));      // hot dwell 5 s
+  EXPECT_EQ(Step(14000, 40.0).thermal_band, Band("hot"));  // hot dwell 5 s
   EXPECT_EQ(Step(18100, 40.0).thermal_band, Band("warm"));
   EXPECT_EQ(Step(23100, 40.0).thermal_band, Band("normal"));
 }
@@ -217,7 +217,7 @@ TEST_F(GovernorTest, MemoryPsiAndUnknown) {
   in_.psi_some_avg10 = 15.0;
   EXPECT_EQ(StepMem(20000, 2000).memory_band, 0);  // not below psi_exit 10
   in_.mem_available_bytes.reset();
-  EXPECT_EQ(Step(40000, 50.0).memory_band, 0);      // unknown: kept
+  EXPECT_EQ(Step(40000, 50.0).memory_band, 0);  // unknown: kept
   in_.psi_some_avg10 = 5.0;
   EXPECT_EQ(StepMem(41000, 2000).memory_band, -1);
 }

@@ -72,8 +72,7 @@ class FakeProvider final : public FallbackEngineProvider {
 };
 
 struct Rig {
-  explicit Rig(FallbackEngineProvider* fallback = nullptr)
-      : policy(LadderPolicy()), engine(2) {
+  explicit Rig(FallbackEngineProvider* fallback = nullptr) : policy(LadderPolicy()), engine(2) {
     SchedulerOptions o;
     o.policy = &policy;
     o.engine = &engine;
@@ -141,8 +140,7 @@ TEST(MemoryLadder, DeeperBandsAtOnceRelaxOneBandPerDwellWithReasons) {
   EXPECT_EQ(d.knobs.kv_precision, KvPrecision::kInt8);
   std::string why(d.Reason());
   EXPECT_NE(why.find("memory emergency (50 MB < 100 enter)"), std::string::npos) << why;
-  EXPECT_NE(why.find("greedy KV-int8 ctx<=512 out<=256 fallback-model"), std::string::npos)
-      << why;
+  EXPECT_NE(why.find("greedy KV-int8 ctx<=512 out<=256 fallback-model"), std::string::npos) << why;
 
   rig.avail_mb = 4000;  // pressure gone: one band per dwell (1 s = 10 steps)
   std::vector<int> bands;
@@ -167,8 +165,8 @@ TEST(MemoryLadder, DeeperBandsAtOnceRelaxOneBandPerDwellWithReasons) {
   }
   ASSERT_EQ(transitions.size(), 4u);
   EXPECT_NE(transitions[0].find("memory emergency (50 MB < 100 enter)"), std::string::npos);
-  EXPECT_NE(transitions[1].find("memory tight (4000 MB > 150 exit emergency)"),
-            std::string::npos) << transitions[1];
+  EXPECT_NE(transitions[1].find("memory tight (4000 MB > 150 exit emergency)"), std::string::npos)
+      << transitions[1];
   EXPECT_NE(transitions[2].find("memory low (4000 MB > 300 exit tight)"), std::string::npos)
       << transitions[2];
   EXPECT_NE(transitions[3].find("memory ok (4000 MB > 600 exit low)"), std::string::npos)
@@ -185,7 +183,8 @@ TEST(MemoryLadder, RelaxingIsHeldByTheDwellAndSaysSo) {
   EXPECT_EQ(rig.sched->last_decision().memory_band, 1);
   std::string why(rig.sched->last_decision().Reason());
   EXPECT_NE(why.find("memory tight held by dwell (4000 MB > 300 exit; 100/1000 ms)"),
-            std::string::npos) << why;
+            std::string::npos)
+      << why;
   // Pressure returning during the dwell does not restart it from a lower band.
   rig.avail_mb = 250;  // inside tight's gap: stays, dwell keeps counting
   rig.Steps(12);
@@ -301,7 +300,8 @@ TEST(MemoryLadder, NewRequestsGoToTheFallbackWhichIsReleasedOnceIdle) {
   EXPECT_EQ(rig.sink.fallback[0].kind, FallbackEventKind::kEngaged);
   EXPECT_TRUE(rig.sink.fallback[0].mapped_now);
   EXPECT_NE(rig.sink.fallback[0].reason.find("memory emergency (60 MB < 100 enter)"),
-            std::string::npos) << rig.sink.fallback[0].reason;
+            std::string::npos)
+      << rig.sink.fallback[0].reason;
 
   // New requests (a CRITICAL one too) start on the fallback; request 1 stays on main.
   ASSERT_EQ(rig.sched->Submit(MakeRequest(2, Urgency::kNormal, 4, 150)), SubmitStatus::kAdmitted);

@@ -2,11 +2,11 @@
 // line:column, and one test per semantic error (field path + line in the message).
 #include "qos/policy.h"
 
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "idl/ari_policy.pb.h"
 #include "tests/common/test_util.h"
@@ -69,10 +69,10 @@ void ExpectInvalid(const std::string& text, const std::string& path, int line,
   ASSERT_FALSE(r.has_value()) << "expected an error at " << path;
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidPolicy) << r.error().ToString();
   const std::string want = At(line).append(" ").append(path).append(": ");
-  EXPECT_NE(r.error().message.find(want), std::string::npos)
-      << "want \"" << want << "\" in:\n" << r.error().message;
-  EXPECT_NE(r.error().message.find(what), std::string::npos)
-      << "want \"" << what << "\" in:\n" << r.error().message;
+  EXPECT_NE(r.error().message.find(want), std::string::npos) << "want \"" << want << "\" in:\n"
+                                                             << r.error().message;
+  EXPECT_NE(r.error().message.find(what), std::string::npos) << "want \"" << what << "\" in:\n"
+                                                             << r.error().message;
 }
 
 constexpr char kNormalHot[] = "urgency: NORMAL band: \"hot\"";  // knobs[10]
@@ -138,7 +138,8 @@ TEST(PolicyTest, MissingFileIsIoError) {
 }
 
 TEST(PolicyTest, SyntaxErrorNamesLineAndColumn) {
-  const std::string text = "name: \"x\"\nclasses {\n  urgency: CRITICAL\n  default_deadline_ms 2000\n}\n";
+  const std::string text =
+      "name: \"x\"\nclasses {\n  urgency: CRITICAL\n  default_deadline_ms 2000\n}\n";
   auto r = ParsePolicyText(text, "p.textproto");
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::kParse);
@@ -146,7 +147,8 @@ TEST(PolicyTest, SyntaxErrorNamesLineAndColumn) {
 }
 
 TEST(PolicyTest, UnknownEnumNameIsParseErrorWithLine) {
-  const std::string text = EditLine(DefaultText(), kNormalHot, "precision: W4A8", "precision: W2A2");
+  const std::string text =
+      EditLine(DefaultText(), kNormalHot, "precision: W4A8", "precision: W2A2");
   auto r = ParsePolicyText(text, "p.textproto");
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::kParse);
@@ -160,8 +162,7 @@ TEST(PolicyTest, UnknownFieldIsParseErrorWithLine) {
   auto r = ParsePolicyText(text, "p.textproto");
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::kParse);
-  EXPECT_NE(r.error().message.find(At(LineOf(text, kNormalHot))),
-            std::string::npos)
+  EXPECT_NE(r.error().message.find(At(LineOf(text, kNormalHot))), std::string::npos)
       << r.error().message;
   EXPECT_NE(r.error().message.find("pause_msec"), std::string::npos) << r.error().message;
 }
@@ -193,7 +194,8 @@ TEST(PolicyTest, OverlappingBands) {
 
 TEST(PolicyTest, BaseBandHasNoThresholds) {
   const std::string anchor = "name: \"normal\"";
-  const std::string text = EditLine(DefaultText(), anchor, "min_dwell_ms", "enter_c: 10 min_dwell_ms");
+  const std::string text =
+      EditLine(DefaultText(), anchor, "min_dwell_ms", "enter_c: 10 min_dwell_ms");
   ExpectInvalid(text, "thermal_bands[0].enter_c", LineOf(text, anchor), "base");
 }
 
@@ -205,7 +207,8 @@ TEST(PolicyTest, TemperatureOutOfRange) {
 
 TEST(PolicyTest, NegativeDwell) {
   const std::string anchor = "name: \"warm\"";
-  const std::string text = EditLine(DefaultText(), anchor, "min_dwell_ms: 5000", "min_dwell_ms: -1");
+  const std::string text =
+      EditLine(DefaultText(), anchor, "min_dwell_ms: 5000", "min_dwell_ms: -1");
   ExpectInvalid(text, "thermal_bands[1].min_dwell_ms", LineOf(text, anchor), "must be >= 0");
 }
 
@@ -253,22 +256,23 @@ TEST(PolicyTest, MissingEnumKnob) {
 
 TEST(PolicyTest, MemoryBandsOutOfOrder) {
   const std::string anchor = "enter_below_mb: 200";
-  const std::string text =
-      EditLine(DefaultText(), anchor, "enter_below_mb: 200 exit_above_mb: 300",
-               "enter_below_mb: 700 exit_above_mb: 800");
+  const std::string text = EditLine(DefaultText(), anchor, "enter_below_mb: 200 exit_above_mb: 300",
+                                    "enter_below_mb: 700 exit_above_mb: 800");
   ExpectInvalid(text, "memory_bands[1].enter_below_mb", LineOf(text, "enter_below_mb: 700"),
                 "out of order");
 }
 
 TEST(PolicyTest, MemoryExitNotAboveEnter) {
   const std::string anchor = "enter_below_mb: 100";
-  const std::string text = EditLine(DefaultText(), anchor, "exit_above_mb: 150", "exit_above_mb: 90");
+  const std::string text =
+      EditLine(DefaultText(), anchor, "exit_above_mb: 150", "exit_above_mb: 90");
   ExpectInvalid(text, "memory_bands[2].exit_above_mb", LineOf(text, anchor), "hysteresis");
 }
 
 TEST(PolicyTest, MemoryBandsOverlap) {
   const std::string anchor = "enter_below_mb: 100";
-  const std::string text = EditLine(DefaultText(), anchor, "exit_above_mb: 150", "exit_above_mb: 250");
+  const std::string text =
+      EditLine(DefaultText(), anchor, "exit_above_mb: 150", "exit_above_mb: 250");
   ExpectInvalid(text, "memory_bands[2].exit_above_mb", LineOf(text, anchor), "overlaps");
 }
 
@@ -280,19 +284,19 @@ TEST(PolicyTest, PsiExitNotBelowEnter) {
 
 TEST(PolicyTest, CriticalCannotAge) {
   const std::string anchor = "aging_step_ms: 0";
-  const std::string text = EditLine(DefaultText(), anchor, "aging_step_ms: 0", "aging_step_ms: 100");
+  const std::string text =
+      EditLine(DefaultText(), anchor, "aging_step_ms: 0", "aging_step_ms: 100");
   ExpectInvalid(text, "classes[0].aging_step_ms", LineOf(text, "aging_step_ms: 100"),
                 "CRITICAL cannot age");
 }
 
 TEST(PolicyTest, MissingClassAndZeroCapacity) {
-  std::string text = EditLine(DefaultText(), "queue_capacity: 16", "queue_capacity: 16",
-                              "queue_capacity: 0");
+  std::string text =
+      EditLine(DefaultText(), "queue_capacity: 16", "queue_capacity: 16", "queue_capacity: 0");
   ExpectInvalid(text, "classes[1].queue_capacity", LineOf(text, "queue_capacity: 0"),
                 "0 must be >= 1");
   text = EditLine(DefaultText(), "# driver-initiated", "HIGH", "NORMAL");
-  ExpectInvalid(text, "classes[2].urgency", LineOf(text, "# chat"),
-                "duplicate class NORMAL");
+  ExpectInvalid(text, "classes[2].urgency", LineOf(text, "# chat"), "duplicate class NORMAL");
   ExpectInvalid(text, "classes", 1, "missing class HIGH");
 }
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "qos/scheduler.h"
-#include "runtime/gguf/gguf.h"
 #include "runtime/convert/llama2c_import.h"
 #include "runtime/core/mapped_file.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/model.h"
 #include "tests/common/test_util.h"
 

@@ -3,13 +3,12 @@
 // (structure measured on the engine's compute_ns, not wall-clock thresholds), identical
 // resume, precision switch mid-generation, cancel with the real engine.
 #include <dirent.h>
+#include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <fstream>
 #include <functional>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "qos/scheduler.h"
 #include "runtime/model/pack_file.h"
@@ -35,7 +34,8 @@ class SchedulerEngine : public ::testing::Test {
     if (!runtime::WritePack(g_plain, g_pack)) g_pack.clear();
   }
   void SetUp() override {
-    if (g_plain.empty()) GTEST_SKIP() << "stories260K not found under " << ari::testing::ModelsDir();
+    if (g_plain.empty())
+      GTEST_SKIP() << "stories260K not found under " << ari::testing::ModelsDir();
   }
   std::unique_ptr<runtime::Engine> MakeEngine(bool pack, int slots = 2) {
     runtime::EngineOptions o;
@@ -106,8 +106,10 @@ TEST_F(SchedulerEngine, WorkersRunOnTheChosenCpusAfterEachSwitch) {
     Urgency u;
     std::vector<int> cpus;
     const char* list;
-  } cases[] = {{Urgency::kCritical, {0}, "0"},   {Urgency::kNormal, {1}, "1"},
-               {Urgency::kBackground, {0, 1}, "0-1"}, {Urgency::kNormal, {1}, "1"},
+  } cases[] = {{Urgency::kCritical, {0}, "0"},
+               {Urgency::kNormal, {1}, "1"},
+               {Urgency::kBackground, {0, 1}, "0-1"},
+               {Urgency::kNormal, {1}, "1"},
                {Urgency::kCritical, {0}, "0"}};
   uint64_t id = 1;
   for (const auto& c : cases) {

@@ -3,11 +3,11 @@
 // the real-time Run() loop. (scheduler_engine_test.cc runs the real engine.)
 #include "qos/scheduler.h"
 
+#include <gtest/gtest.h>
+
 #include <condition_variable>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "tests/qos/sched_fixture.h"
 
@@ -26,8 +26,8 @@ void SetPause(Policy& p, Urgency u, uint32_t ms) {
 }
 
 struct Rig {
-  explicit Rig(Policy p = testing::TestPolicy(), int slots = 2) : policy(std::move(p)),
-                                                                   engine(slots) {
+  explicit Rig(Policy p = testing::TestPolicy(), int slots = 2)
+      : policy(std::move(p)), engine(slots) {
     SchedulerOptions o;
     o.policy = &policy;
     o.engine = &engine;
@@ -64,7 +64,7 @@ TEST(KnobMap, CoreClassesThreadsAndMemoryActions) {
   MemoryActions none;
   auto c = MapKnobs(k, none, topo, runtime::KvType::kF16, 32);
   EXPECT_EQ(c.cpu_mask, 0b01u);
-  EXPECT_EQ(c.threads, 1);  // clamped to the class's CPUs
+  EXPECT_EQ(c.threads, 1);          // clamped to the class's CPUs
   EXPECT_EQ(c.prefill_tokens, 32);  // clamped to the engine's max chunk
   EXPECT_EQ(c.decode_tokens, 8);
   EXPECT_EQ(c.precision, runtime::Precision::kW8A16);
@@ -171,8 +171,8 @@ TEST(Scheduler, CancelQueuedPrefillingAndDecoding) {
   ASSERT_EQ(rig.sched->Submit(MakeRequest(1, Urgency::kNormal, 64, 8)), SubmitStatus::kAdmitted);
   ASSERT_EQ(rig.sched->Submit(MakeRequest(2, Urgency::kHigh, 4, 40)), SubmitStatus::kAdmitted);
   ASSERT_EQ(rig.sched->Submit(MakeRequest(3, Urgency::kBackground, 4, 8)), SubmitStatus::kAdmitted);
-  rig.sched->Step();  // HIGH prefill (4 tokens)
-  rig.sched->Step();  // HIGH decode
+  rig.sched->Step();                  // HIGH prefill (4 tokens)
+  rig.sched->Step();                  // HIGH decode
   EXPECT_TRUE(rig.sched->Cancel(2));  // mid-decode
   EXPECT_TRUE(rig.sched->Cancel(2));  // twice: still one terminal
   rig.sched->Step();                  // cancels 2, runs NORMAL prefill

@@ -13,16 +13,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "runtime/generate/generate.h"
-#include "runtime/model/model.h"
 #include "runtime/engine/paging.h"
+#include "runtime/generate/generate.h"
 #include "runtime/generate/sampler.h"
+#include "runtime/model/model.h"
 #include "runtime/model/session.h"
 #include "tests/runtime/paging_fixture.h"
 
@@ -181,8 +181,8 @@ struct ChildReport {
 TEST(CgroupMemoryTest, GenerationCompletesBelowFileSizeWithoutOomKill) {
   if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot create a memory cgroup";
   const auto vocab = testing::Vocab32k();
-  if (vocab.empty()) GTEST_SKIP() << "vocab/ggml-vocab-llama-spm.gguf not found under "
-                                  << testing::ModelsDir();
+  if (vocab.empty())
+    GTEST_SKIP() << "vocab/ggml-vocab-llama-spm.gguf not found under " << testing::ModelsDir();
   std::string why;
   Cgroup cg = MakeCgroup(why);
   if (cg.dir.empty()) GTEST_SKIP() << "no writable memory cgroup: " << why;
@@ -213,19 +213,16 @@ TEST(CgroupMemoryTest, GenerationCompletesBelowFileSizeWithoutOomKill) {
   const uint64_t oom_kills = cg.OomKills();
   const uint64_t failcnt = cg.v2 ? StatValue(ReadText(cg.dir / "memory.events"), "max")
                                  : std::stoull(ReadText(cg.dir / "memory.failcnt"));
-  std::printf("cgroup %s (%s): file %llu bytes, non-file usage after warm-up %llu, limit %llu; "
-              "%d tokens; resident file bytes min %llu max %llu over %llu samples; peak usage "
-              "%llu; limit hits %llu; oom_kill %llu\n",
-              cg.dir.c_str(), cg.v2 ? "v2" : "v1",
-              static_cast<unsigned long long>(rep.file_size),
-              static_cast<unsigned long long>(rep.non_file),
-              static_cast<unsigned long long>(rep.limit), rep.tokens,
-              static_cast<unsigned long long>(rep.resident_min),
-              static_cast<unsigned long long>(rep.resident_max),
-              static_cast<unsigned long long>(rep.samples),
-              static_cast<unsigned long long>(rep.usage_peak),
-              static_cast<unsigned long long>(failcnt),
-              static_cast<unsigned long long>(oom_kills));
+  std::printf(
+      "cgroup %s (%s): file %llu bytes, non-file usage after warm-up %llu, limit %llu; "
+      "%d tokens; resident file bytes min %llu max %llu over %llu samples; peak usage "
+      "%llu; limit hits %llu; oom_kill %llu\n",
+      cg.dir.c_str(), cg.v2 ? "v2" : "v1", static_cast<unsigned long long>(rep.file_size),
+      static_cast<unsigned long long>(rep.non_file), static_cast<unsigned long long>(rep.limit),
+      rep.tokens, static_cast<unsigned long long>(rep.resident_min),
+      static_cast<unsigned long long>(rep.resident_max),
+      static_cast<unsigned long long>(rep.samples), static_cast<unsigned long long>(rep.usage_peak),
+      static_cast<unsigned long long>(failcnt), static_cast<unsigned long long>(oom_kills));
   EXPECT_FALSE(WIFSIGNALED(status)) << "child killed by signal " << WTERMSIG(status);
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_TRUE(got) << "child sent no report";

@@ -78,8 +78,8 @@ TEST(ChatTemplate, ChatMlMatchesLlamaCpp) {
             "you<|im_end|>\n<|im_start|>assistant\n   I am an assistant   "
             "<|im_end|>\n<|im_start|>user\nAnother question<|im_end|>\n<|im_start|>assistant\n");
   // Without the assistant prefix.
-  auto no_prefix = ApplyChatTemplate(ChatTemplateKind::kChatMl,
-                                     std::span(Conversation()).first(2), false);
+  auto no_prefix =
+      ApplyChatTemplate(ChatTemplateKind::kChatMl, std::span(Conversation()).first(2), false);
   ASSERT_TRUE(no_prefix.has_value());
   EXPECT_EQ(*no_prefix,
             "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|"

@@ -6,18 +6,17 @@
 // where the sequential read-ahead of the neighbouring tensors (advised SEQUENTIAL) may
 // spill over; that spill is bounded by the device's read-ahead window.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <set>
 #include <vector>
 
-#include <sys/mman.h>
-
-#include "runtime/generate/generate.h"
-#include "runtime/model/model.h"
 #include "runtime/engine/paging.h"
+#include "runtime/generate/generate.h"
 #include "runtime/generate/sampler.h"
+#include "runtime/model/model.h"
 #include "runtime/model/session.h"
 #include "tests/runtime/paging_fixture.h"
 
@@ -26,8 +25,8 @@ namespace {
 
 TEST(EmbeddingResidencyTest, GenerationTouchesOnlyAFewRowsOfTheTable) {
   const auto vocab = testing::Vocab32k();
-  if (vocab.empty()) GTEST_SKIP() << "vocab/ggml-vocab-llama-spm.gguf not found under "
-                                  << testing::ModelsDir();
+  if (vocab.empty())
+    GTEST_SKIP() << "vocab/ggml-vocab-llama-spm.gguf not found under " << testing::ModelsDir();
   const auto dir = testing::DiskTempDir("embd");
   const auto path = dir / "embd32k.gguf";
   SynthOptions so;
@@ -72,8 +71,7 @@ TEST(EmbeddingResidencyTest, GenerationTouchesOnlyAFewRowsOfTheTable) {
     GenerateOptions go;
     go.max_tokens = 160 - generated;
     go.stop_on_bos = false;
-    auto r = GenerateFromText(**session, sampler, prompt, EncodeOptions{.add_bos = round == 0},
-                              go);
+    auto r = GenerateFromText(**session, sampler, prompt, EncodeOptions{.add_bos = round == 0}, go);
     ASSERT_TRUE(r) << r.error().ToString();
     auto ids = (*model)->tokenizer()->Encode(prompt, EncodeOptions{.add_bos = round == 0});
     touched.insert(ids->begin(), ids->end());
@@ -98,16 +96,19 @@ TEST(EmbeddingResidencyTest, GenerationTouchesOnlyAFewRowsOfTheTable) {
     resident_before += before[p] & 1;
     resident_after += after[p] & 1;
     if ((after[p] & 1) == 0 || (before[p] & 1) != 0 || read[p]) continue;
-    if (p < edge || p + edge >= pages) ++edge_spill;
-    else ++unexplained_interior;
+    if (p < edge || p + edge >= pages)
+      ++edge_spill;
+    else
+      ++unexplained_interior;
   }
   const double fraction = static_cast<double>(resident_after * page) / static_cast<double>(table);
-  std::printf("embedding table %llu bytes (%d x %lld f32, %zu pages); tokens generated %d, "
-              "distinct rows read %zu; resident pages before %zu, after %zu (%.1f%% of the "
-              "table); newly resident pages without a read row: %zu at the edges, %zu inside\n",
-              static_cast<unsigned long long>(table), static_cast<int>(embd.rows), static_cast<long long>(embd.cols),
-              pages, generated, touched.size(), resident_before, resident_after, 100.0 * fraction,
-              edge_spill, unexplained_interior);
+  std::printf(
+      "embedding table %llu bytes (%d x %lld f32, %zu pages); tokens generated %d, "
+      "distinct rows read %zu; resident pages before %zu, after %zu (%.1f%% of the "
+      "table); newly resident pages without a read row: %zu at the edges, %zu inside\n",
+      static_cast<unsigned long long>(table), static_cast<int>(embd.rows),
+      static_cast<long long>(embd.cols), pages, generated, touched.size(), resident_before,
+      resident_after, 100.0 * fraction, edge_spill, unexplained_interior);
   EXPECT_GE(generated, 120);
   // Inside the table, mostly the read rows' pages come in (MADV_RANDOM: no read-around).
   // Seen intermittently on this machine (kernel 6.18, ext4), in about 1 run of 3: extra

@@ -17,7 +17,11 @@ void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) 
     ts.prompt = prompt;
     ts.max_tokens = 40;
     ts.keep_context = false;
-    if (sampled) { ts.sampling.temperature = 0.8f; ts.sampling.top_p = 0.9f; ts.sampling.top_k = 20; }
+    if (sampled) {
+      ts.sampling.temperature = 0.8f;
+      ts.sampling.top_p = 0.9f;
+      ts.sampling.top_k = 20;
+    }
     ASSERT_TRUE(e.StartTurn(0, ts).has_value());
     for (int c = 0;; ++c) {
       ChunkKnobs k;
@@ -43,7 +47,11 @@ void DriveMemory(Engine& e, std::span<const TokenId> prompt, bool sampled, int t
     ts.max_tokens = 60;
     ts.keep_context = t % 2 == 0;  // multi-turn too: the cap then also cuts old turns
     ts.pinned_prefix = t % 3 == 0 ? -1 : 2;
-    if (sampled) { ts.sampling.temperature = 0.8f; ts.sampling.top_p = 0.9f; ts.sampling.top_k = 20; }
+    if (sampled) {
+      ts.sampling.temperature = 0.8f;
+      ts.sampling.top_p = 0.9f;
+      ts.sampling.top_k = 20;
+    }
     ASSERT_TRUE(e.StartTurn(0, ts).has_value());
     int shrinks = 0, conversions = 0;
     for (int c = 0;; ++c) {

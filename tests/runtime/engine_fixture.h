@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf/gguf.h"
 #include "runtime/convert/llama2c_import.h"
 #include "runtime/core/mapped_file.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/pack_file.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/llama2c_fixture.h"

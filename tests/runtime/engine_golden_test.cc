@@ -54,13 +54,15 @@ void CheckGolden(Precision prec) {
   auto e = Make(prec == Precision::kReference ? mp.plain : mp.pack);
   ASSERT_TRUE(e);
   testing::Json ref;
-  ASSERT_TRUE(testing::ReadJsonFile(testing::ModelFile("llama2c/stories260K/reference_outputs.json"), ref));
+  ASSERT_TRUE(
+      testing::ReadJsonFile(testing::ModelFile("llama2c/stories260K/reference_outputs.json"), ref));
   int checked = 0;
   for (const testing::Json& j : ref.items) {
     if (j["program"].str != "run" || j["temperature"].number != 0.0) continue;
     std::vector<TokenId> prompt;
     for (int id : j["prompt_ids"].Ints()) prompt.push_back(id);
-    const int max_tokens = static_cast<int>(j["steps"].number) - static_cast<int>(prompt.size()) + 1;
+    const int max_tokens =
+        static_cast<int>(j["steps"].number) - static_cast<int>(prompt.size()) + 1;
     ChunkKnobs k;
     k.precision = prec;
     k.prefill_tokens = 5;  // several prefill chunks
@@ -68,7 +70,9 @@ void CheckGolden(Precision prec) {
     const auto got = RunTurn(*e, prompt, max_tokens, k);
     const auto want = j["generated_ids"].Ints();
     size_t first_diff = 0;
-    while (first_diff < got.size() && first_diff < want.size() && got[first_diff] == want[first_diff]) ++first_diff;
+    while (first_diff < got.size() && first_diff < want.size() &&
+           got[first_diff] == want[first_diff])
+      ++first_diff;
     std::printf("[measured] %s prompt '%s': %zu/%zu tokens equal to the fp32 golden run\n",
                 PrecisionName(prec).data(), j["prompt"].str.c_str(), first_diff, want.size());
     if (prec == Precision::kReference) {
@@ -87,9 +91,10 @@ void CheckGolden(Precision prec) {
         ASSERT_TRUE(lg.has_value());
         std::vector<float> l(lg->begin(), lg->end());
         std::sort(l.begin(), l.end(), std::greater<>());
-        std::printf("[measured]   first divergence at generated token %zu: fp32 top-1/top-2 "
-                    "logit margin %.4f (fp32 %d, w8a16 %d)\n", first_diff, l[0] - l[1],
-                    want[first_diff], got[first_diff]);
+        std::printf(
+            "[measured]   first divergence at generated token %zu: fp32 top-1/top-2 "
+            "logit margin %.4f (fp32 %d, w8a16 %d)\n",
+            first_diff, l[0] - l[1], want[first_diff], got[first_diff]);
       }
     }
     ++checked;

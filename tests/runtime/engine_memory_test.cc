@@ -14,8 +14,8 @@ namespace ari::runtime {
 namespace {
 
 // Named bounds (measured values printed by the tests).
-constexpr size_t kInt8MinPrefix = 40;   // greedy tokens equal to F16 before the first divergence
-constexpr double kInt8MinAgree = 0.5;   // position-wise agreement of 200 greedy tokens with F16
+constexpr size_t kInt8MinPrefix = 40;  // greedy tokens equal to F16 before the first divergence
+constexpr double kInt8MinAgree = 0.5;  // position-wise agreement of 200 greedy tokens with F16
 constexpr double kChunkedCapMinAgree = 0.9;  // chunked re-prefill vs fresh chunked prefill
 
 std::unique_ptr<Engine> Make(const std::filesystem::path& p, KvType kv = KvType::kF16,
@@ -124,9 +124,8 @@ TEST(EngineMemory, LiveSlotConvertsToInt8InPlace) {
   constexpr int kAt = 40;  // tokens generated in F16 before the governor asks for INT8
   auto f = Turn(*ef, kPrompt, 200, [](int) { return Knobs(KvType::kF16); });
   auto i = Turn(*ei, kPrompt, 200, [](int) { return Knobs(KvType::kInt8); });
-  auto c = Turn(*ec, kPrompt, 200, [](int g) {
-    return Knobs(g >= kAt ? KvType::kInt8 : KvType::kF16);
-  });
+  auto c =
+      Turn(*ec, kPrompt, 200, [](int g) { return Knobs(g >= kAt ? KvType::kInt8 : KvType::kF16); });
   EXPECT_EQ(i.conversions, 1);  // an empty F16 slot becomes INT8 at its first chunk
   EXPECT_EQ(c.conversions, 1);
   EXPECT_EQ(ec->SlotKvType(0), KvType::kInt8);
@@ -134,10 +133,11 @@ TEST(EngineMemory, LiveSlotConvertsToInt8InPlace) {
   // Before the conversion the run is the F16 run, token for token.
   EXPECT_EQ(CommonPrefix(c.tokens, f.tokens) >= static_cast<size_t>(kAt), true);
   const size_t pf = CommonPrefix(c.tokens, f.tokens), pi = CommonPrefix(c.tokens, i.tokens);
-  std::printf("[measured] converted at %d: common prefix with F16 %zu/200 (agreement %.3f), "
-              "with INT8-from-start %zu/200 (agreement %.3f); INT8 vs F16 prefix %zu\n",
-              kAt, pf, Agreement(c.tokens, f.tokens), pi, Agreement(c.tokens, i.tokens),
-              CommonPrefix(i.tokens, f.tokens));
+  std::printf(
+      "[measured] converted at %d: common prefix with F16 %zu/200 (agreement %.3f), "
+      "with INT8-from-start %zu/200 (agreement %.3f); INT8 vs F16 prefix %zu\n",
+      kAt, pf, Agreement(c.tokens, f.tokens), pi, Agreement(c.tokens, i.tokens),
+      CommonPrefix(i.tokens, f.tokens));
   EXPECT_GE(pf, static_cast<size_t>(kAt));
   EXPECT_GE(Agreement(c.tokens, f.tokens), kInt8MinAgree);
   // Relaxed knobs never widen a live slot; a reset slot returns to its home type.
@@ -189,13 +189,13 @@ std::vector<TokenId> Kept(const std::vector<TokenId>& ctx, int32_t cap, int32_t 
 }
 
 // After a shrink, generation equals a fresh slot prefilled with exactly the kept tokens.
-void CheckCap(const std::filesystem::path& model, int32_t prefill, int32_t decode,
-              int32_t pinned, double min_agree) {
+void CheckCap(const std::filesystem::path& model, int32_t prefill, int32_t decode, int32_t pinned,
+              double min_agree) {
   constexpr int32_t kCap = 48;
   auto a = Make(model), b = Make(model);
   ASSERT_TRUE(a && b);
-  auto run = Turn(*a, kPrompt, 80, [&](int) { return Knobs(KvType::kF16, prefill, decode, kCap); },
-                  pinned);
+  auto run = Turn(
+      *a, kPrompt, 80, [&](int) { return Knobs(KvType::kF16, prefill, decode, kCap); }, pinned);
   ASSERT_GE(run.shrinks, 1);
   EXPECT_LE(a->SlotPosition(0), kCap);  // the KV never holds more than the cap
   EXPECT_LE(static_cast<int32_t>(a->SlotTokens(0).size()), kCap + 1);  // + the last token
@@ -212,9 +212,10 @@ void CheckCap(const std::filesystem::path& model, int32_t prefill, int32_t decod
   auto fresh = Turn(*b, kept, static_cast<int>(n_after),
                     [&](int) { return Knobs(KvType::kF16, prefill, decode, 0); });
   const double agree = Agreement(after, fresh.tokens);
-  std::printf("[measured] cap %d (prefill %d, decode %d, pinned %d): %zu tokens after the "
-              "shrink, agreement with a fresh prefill of the %zu kept tokens %.3f\n",
-              kCap, prefill, decode, pin, n_after, kept.size(), agree);
+  std::printf(
+      "[measured] cap %d (prefill %d, decode %d, pinned %d): %zu tokens after the "
+      "shrink, agreement with a fresh prefill of the %zu kept tokens %.3f\n",
+      kCap, prefill, decode, pin, n_after, kept.size(), agree);
   if (min_agree >= 1.0) {
     EXPECT_EQ(after, fresh.tokens);
   } else {

@@ -18,11 +18,11 @@ namespace {
 using kernels::PackedPrecision;
 
 // Named tolerances (measured values in the test output).
-constexpr double kW8Nmse = 5e-3;       // W8A16 logits vs fp32, per position, max (measured 1.5e-3)
-constexpr double kW4Nmse = 0.1;        // W4A8 logits vs fp32, mean over positions (measured 0.039)
-constexpr double kW4MinTop1 = 0.80;    // W4A8 top-1 agreement with fp32 (measured 0.867)
-constexpr double kW8MinTop1 = 0.98;    // (measured 253/256)
-constexpr double kChunkNmse = 1e-6;    // GEMM prefill vs token-by-token decode
+constexpr double kW8Nmse = 5e-3;     // W8A16 logits vs fp32, per position, max (measured 1.5e-3)
+constexpr double kW4Nmse = 0.1;      // W4A8 logits vs fp32, mean over positions (measured 0.039)
+constexpr double kW4MinTop1 = 0.80;  // W4A8 top-1 agreement with fp32 (measured 0.867)
+constexpr double kW8MinTop1 = 0.98;  // (measured 253/256)
+constexpr double kChunkNmse = 1e-6;  // GEMM prefill vs token-by-token decode
 
 struct Harness {
   std::unique_ptr<Model> model;
@@ -52,7 +52,8 @@ struct Harness {
     if (!p) return false;
     pool = std::move(*p);
     const ModelConfig& c = model->config();
-    const uint64_t bytes = FastForward::WorkspaceBytes(c, max_tokens, c.context_length, threads, 128);
+    const uint64_t bytes =
+        FastForward::WorkspaceBytes(c, max_tokens, c.context_length, threads, 128);
     ws = static_cast<std::byte*>(::operator new(bytes, std::align_val_t(128)));
     const uint64_t kvb = KvCacheView::Bytes(c, kvt, c.context_length);
     kvmem = static_cast<std::byte*>(::operator new(kvb, std::align_val_t(128)));
@@ -93,8 +94,8 @@ void CompareWithReference(PackedPrecision prec, KvType kvt) {
   for (size_t i = 0; i < seq.size(); ++i) {
     auto want = Forward(**sess, std::span<const TokenId>(&seq[i], 1));
     ASSERT_TRUE(want.has_value());
-    auto got = h.ff.Run(std::span<const TokenId>(&seq[i], 1), static_cast<int32_t>(i), h.kv,
-                        prec, nullptr, *h.pool, 1);
+    auto got = h.ff.Run(std::span<const TokenId>(&seq[i], 1), static_cast<int32_t>(i), h.kv, prec,
+                        nullptr, *h.pool, 1);
     ASSERT_TRUE(got.has_value()) << got.error().ToString();
     const double e = testing::Nmse(*got, want->data(), static_cast<size_t>(vocab));
     nmse_sum += e;
@@ -102,9 +103,10 @@ void CompareWithReference(PackedPrecision prec, KvType kvt) {
     top1 += testing::Argmax(*got, vocab) == testing::Argmax(want->data(), vocab);
   }
   const double mean = nmse_sum / seq.size(), agree = top1 / double(seq.size());
-  std::printf("[measured] %s KV %s: logits NMSE mean %.3g max %.3g, top-1 agreement %d/256 = %.3f\n",
-              prec == PackedPrecision::kW8 ? "W8A16" : "W4A8", KvTypeName(kvt).data(), mean,
-              nmse_max, top1, agree);
+  std::printf(
+      "[measured] %s KV %s: logits NMSE mean %.3g max %.3g, top-1 agreement %d/256 = %.3f\n",
+      prec == PackedPrecision::kW8 ? "W8A16" : "W4A8", KvTypeName(kvt).data(), mean, nmse_max, top1,
+      agree);
   if (prec == PackedPrecision::kW8) {
     EXPECT_LT(nmse_max, kW8Nmse);
     EXPECT_GE(agree, kW8MinTop1);
@@ -114,9 +116,15 @@ void CompareWithReference(PackedPrecision prec, KvType kvt) {
   }
 }
 
-TEST(FastForward, W8A16MatchesFp32OnStories260K) { CompareWithReference(PackedPrecision::kW8, KvType::kF16); }
-TEST(FastForward, W8A16F32KvMatchesFp32) { CompareWithReference(PackedPrecision::kW8, KvType::kF32); }
-TEST(FastForward, W4A8CloseToFp32OnStories260K) { CompareWithReference(PackedPrecision::kW4, KvType::kF16); }
+TEST(FastForward, W8A16MatchesFp32OnStories260K) {
+  CompareWithReference(PackedPrecision::kW8, KvType::kF16);
+}
+TEST(FastForward, W8A16F32KvMatchesFp32) {
+  CompareWithReference(PackedPrecision::kW8, KvType::kF32);
+}
+TEST(FastForward, W4A8CloseToFp32OnStories260K) {
+  CompareWithReference(PackedPrecision::kW4, KvType::kF16);
+}
 
 // A prefill chunk (GEMM) equals token-by-token decode (GEMV): last logits and the KV cache.
 void ChunkVsDecode(const std::filesystem::path& pack, PackedPrecision prec, int threads) {

@@ -1,12 +1,13 @@
 // Forward pass: chunked prefill == token by token, llama (normal RoPE, untied) and qwen2
 // (NeoX RoPE, QKV bias, tied embeddings) against an independent naive implementation in
 // double precision, every weight type against its dequantized F32 twin, and error cases.
+#include "runtime/model/forward.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "runtime/model/forward.h"
 #include "runtime/generate/generate.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/model/model.h"
@@ -55,7 +56,8 @@ void CheckAgainstNaive(const TinySpec& spec) {
   auto ref = testing::NaiveForward(spec, truth, std::vector<int>(toks.begin(), toks.end()));
   double max_err = 0;
   for (size_t t = 0; t < toks.size(); ++t) {
-    for (int v = 0; v < spec.vocab; ++v) max_err = std::max(max_err, std::abs(ours[t][v] - ref[t][v]));
+    for (int v = 0; v < spec.vocab; ++v)
+      max_err = std::max(max_err, std::abs(ours[t][v] - ref[t][v]));
   }
   EXPECT_LT(max_err, kNaiveAbsTol) << spec.arch;
 }
@@ -107,7 +109,8 @@ TEST(Forward, EveryWeightTypeEqualsItsDequantizedF32Twin) {
     for (const TensorInfo& t : parsed->tensors()) {
       const auto& v = truth.at(t.name);
       std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
-      ASSERT_TRUE(w.AddTensor(t.name, TensorType::kF32, ne, std::as_bytes(std::span(v))).has_value());
+      ASSERT_TRUE(
+          w.AddTensor(t.name, TensorType::kF32, ne, std::as_bytes(std::span(v))).has_value());
     }
     auto twin = Model::FromBytes(*w.WriteToMemory(), "twin", {.require_tokenizer = false});
     ASSERT_TRUE(twin.has_value()) << twin.error().ToString();

@@ -1,10 +1,11 @@
 // Generation loop on stories260K (converted in-process): stop strings, budget, callback,
 // BOS/EOS handling, streaming equals the whole text, timing fields.
+#include "runtime/generate/generate.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "runtime/generate/generate.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/model/session.h"
 #include "tests/common/test_util.h"
@@ -18,7 +19,8 @@ class GenerateTest : public ::testing::Test {
   void SetUp() override {
     auto ck = testing::ModelFile("llama2c/stories260K/stories260K.bin");
     auto tk = testing::ModelFile("llama2c/stories260K/tok512.bin");
-    if (ck.empty() || tk.empty()) GTEST_SKIP() << "stories260K not found under " << testing::ModelsDir();
+    if (ck.empty() || tk.empty())
+      GTEST_SKIP() << "stories260K not found under " << testing::ModelsDir();
     auto m = testing::ConvertAndLoad(ck, tk);
     ASSERT_TRUE(m.has_value()) << m.error().ToString();
     model_ = std::move(*m);
@@ -107,7 +109,8 @@ TEST_F(GenerateTest, ZeroBudgetAndContextFull) {
   auto full = GenerateFromText(**s, sampler, "Once upon a time", EncodeOptions{}, g);
   ASSERT_TRUE(full.has_value());
   EXPECT_EQ(full->stop_reason, StopReason::kContextFull);
-  EXPECT_EQ(full->tokens.size(), 6u);  // 5 prompt + 5 decoded positions fill the cache; the 6th sample has no room
+  EXPECT_EQ(full->tokens.size(),
+            6u);  // 5 prompt + 5 decoded positions fill the cache; the 6th sample has no room
 }
 
 TEST_F(GenerateTest, EosStopsGeneration) {

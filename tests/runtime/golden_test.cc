@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <string>
 
-#include "runtime/model/forward.h"
 #include "runtime/generate/generate.h"
 #include "runtime/generate/sampler.h"
+#include "runtime/model/forward.h"
 #include "runtime/model/session.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/llama2c_fixture.h"
@@ -105,9 +105,9 @@ void CheckFp32Entries(const std::string& dir) {
       models[ckpt] = std::move(*m);
     }
     const Model& model = *models[ckpt];
-    SCOPED_TRACE(dir + " run prompt='" + e["prompt"].str + "' t=" +
-                 std::to_string(e["temperature"].number) + " seed=" +
-                 std::to_string(e["seed"].number));
+    SCOPED_TRACE(dir + " run prompt='" + e["prompt"].str +
+                 "' t=" + std::to_string(e["temperature"].number) +
+                 " seed=" + std::to_string(e["seed"].number));
     Replay r = RunEntry(model, e);
     const std::vector<int> want_prompt = e["prompt_ids"].Ints();
     EXPECT_EQ(std::vector<int>(r.prompt_ids.begin(), r.prompt_ids.end()), want_prompt);
@@ -140,8 +140,8 @@ void CheckQ80Entries(Q80Storage storage, bool drop_tail) {
   opts.q80 = storage;
   Llama2cImportReport rep;
   auto m = testing::ConvertAndLoad(testing::ModelFile("llama2c/stories260K/stories260K_q80.bin"),
-                                   testing::ModelFile("llama2c/stories260K/tok512.bin"), opts,
-                                   &rep, drop_tail);
+                                   testing::ModelFile("llama2c/stories260K/tok512.bin"), opts, &rep,
+                                   drop_tail);
   ASSERT_TRUE(m.has_value()) << m.error().ToString();
   EXPECT_EQ(rep.header.version, 2);
   EXPECT_EQ(rep.header.group_size, 32);
@@ -165,8 +165,8 @@ void CheckQ80Entries(Q80Storage storage, bool drop_tail) {
     for (size_t i = 0; i < std::min(want.size(), got.size()); ++i) same += want[i] == got[i];
     const double agreement = static_cast<double>(same) / static_cast<double>(want.size());
     std::printf("[ q80 %s%s ] prompt '%s': first %zu of %zu tokens identical, agreement %.3f\n",
-                storage == Q80Storage::kQ8_0 ? "q8_0" : "exact", drop_tail ? " drop-tail" : "", e["prompt"].str.c_str(), prefix,
-                want.size(), agreement);
+                storage == Q80Storage::kQ8_0 ? "q8_0" : "exact", drop_tail ? " drop-tail" : "",
+                e["prompt"].str.c_str(), prefix, want.size(), agreement);
     EXPECT_GE(prefix, kQ80MinPrefix);
     // Teacher forcing: run the reference sequence through our model in one chunk and rank
     // runq's choice at every position among our logits.
@@ -189,8 +189,10 @@ void CheckQ80Entries(Q80Storage storage, bool drop_tail) {
       top1 += rank == 0;
       top5 += rank < 5;
     }
-    std::printf("           teacher-forced: runq's token is our argmax at %zu/%zu, in our top-5 at "
-                "%zu/%zu\n", top1, n, top5, n);
+    std::printf(
+        "           teacher-forced: runq's token is our argmax at %zu/%zu, in our top-5 at "
+        "%zu/%zu\n",
+        top1, n, top5, n);
     EXPECT_GE(static_cast<double>(top1) / n, drop_tail ? kQ80TailMinTop1 : kQ80MinTop1);
     EXPECT_GE(static_cast<double>(top5) / n, drop_tail ? kQ80TailMinTop5 : kQ80MinTop5);
     ++checked;

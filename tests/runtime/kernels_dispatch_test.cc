@@ -48,8 +48,8 @@ TEST_F(DispatchTest, DetectsConsistentFeatures) {
   EXPECT_EQ(IsaTierSupported(IsaTier::kNeonDotprod), f.neon_dotprod);
   EXPECT_EQ(IsaTierSupported(IsaTier::kNeonI8mm), f.neon_dotprod && f.neon_i8mm);
   std::printf("CPU: best tier %s; neon=%d dotprod=%d i8mm=%d (kernels for best tier: %s)\n",
-              std::string(IsaTierName(BestIsaTier())).c_str(), f.neon, f.neon_dotprod,
-              f.neon_i8mm, std::string(IsaTierName(KernelsFor(BestIsaTier()).tier)).c_str());
+              std::string(IsaTierName(BestIsaTier())).c_str(), f.neon, f.neon_dotprod, f.neon_i8mm,
+              std::string(IsaTierName(KernelsFor(BestIsaTier()).tier)).c_str());
 #endif
 }
 
@@ -78,7 +78,7 @@ TEST_F(DispatchTest, DefaultIsBestAndLoweringClamps) {
   EXPECT_TRUE(IsaTierInFamily(IsaTier::kAvx2));
   EXPECT_FALSE(IsaTierInFamily(IsaTier::kNeon));
   EXPECT_FALSE(SetMaxIsaTier(IsaTier::kNeonDotprod));  // other architecture
-  EXPECT_EQ(MaxIsaTier(), IsaTier::kAvx512Vnni);        // unchanged on error
+  EXPECT_EQ(MaxIsaTier(), IsaTier::kAvx512Vnni);       // unchanged on error
 #elif defined(__aarch64__)
   ASSERT_TRUE(SetMaxIsaTier(IsaTier::kNeonI8mm));
   EXPECT_EQ(MaxIsaTier(), IsaTier::kNeonI8mm);
@@ -89,7 +89,7 @@ TEST_F(DispatchTest, DefaultIsBestAndLoweringClamps) {
   EXPECT_TRUE(IsaTierInFamily(IsaTier::kScalar));
   EXPECT_FALSE(IsaTierInFamily(IsaTier::kAvx512Vnni));
   EXPECT_FALSE(SetMaxIsaTier(IsaTier::kAvx2));  // other architecture
-  EXPECT_EQ(MaxIsaTier(), IsaTier::kNeon);       // unchanged on error
+  EXPECT_EQ(MaxIsaTier(), IsaTier::kNeon);      // unchanged on error
 #endif
 }
 
@@ -146,7 +146,8 @@ TEST_F(DispatchTest, ConcurrentLoweringIsSafe) {
     while (!stop.load()) n += static_cast<int>(ActiveKernels().tier);
     EXPECT_GE(n, 0);
   });
-  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(SetMaxIsaTier(i % 2 ? IsaTier::kScalar : BestIsaTier()));
+  for (int i = 0; i < 2000; ++i)
+    ASSERT_TRUE(SetMaxIsaTier(i % 2 ? IsaTier::kScalar : BestIsaTier()));
   stop = true;
   reader.join();
 }

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <limits>
 
+#include "runtime/core/tensor_types.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/pack.h"
-#include "runtime/core/tensor_types.h"
 #include "tests/runtime/kernels_test_util.h"
 
 namespace ari::runtime::kernels {
@@ -41,7 +41,9 @@ constexpr int64_t kRows[] = {1, 5, 8, 9, 17, 67};
 // A random matrix packed in both precisions at a misaligned address, plus its source.
 struct Matrix {
   Matrix(std::mt19937& rng, int64_t r, int64_t c, size_t misalign)
-      : rows(r), cols(c), src(RandomVec(rng, static_cast<size_t>(r * c), 0.05f)),
+      : rows(r),
+        cols(c),
+        src(RandomVec(rng, static_cast<size_t>(r * c), 0.05f)),
         buf8(static_cast<size_t>(PackedBytes(PackedPrecision::kW8, r, c))),
         buf4(static_cast<size_t>(PackedBytes(PackedPrecision::kW4, r, c))) {
     w8 = {PackedPrecision::kW8, buf8.At(misalign), rows, cols};
@@ -95,8 +97,8 @@ std::vector<float> Gemv(const KernelTable& k, const Matrix& m, const Acts& a, bo
 }
 
 // GEMM output with ldy = rows + 3 (the extra columns must stay untouched).
-std::vector<float> Gemm(const KernelTable& k, const Matrix& m, const Acts& a, bool w4,
-                        int64_t r0, int64_t r1, std::vector<float> y = {}) {
+std::vector<float> Gemm(const KernelTable& k, const Matrix& m, const Acts& a, bool w4, int64_t r0,
+                        int64_t r1, std::vector<float> y = {}) {
   const int64_t ldy = m.rows + 3;
   if (y.empty()) y.assign(static_cast<size_t>(a.n * ldy), -7.0f);
   if (w4) {
@@ -135,8 +137,8 @@ TEST_P(MatmulPathTest, GemmMatchesScalarReference) {
   for (int64_t cols : {32L, 172L, 2048L}) {
     for (int64_t rows : {3L, 16L, 67L}) {
       for (int64_t n : {1L, 4L, 7L, 10L, 13L}) {  // AVX2 W4A8: 6/4/1-3 token tiles
-        SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) +
-                     " n " + std::to_string(n));
+        SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " n " +
+                     std::to_string(n));
         const Matrix m(rng, rows, cols, 3);
         const Acts a(rng, n, cols);
         EXPECT_LE(Nmse(Gemm(simd, m, a, false, 0, rows), Gemm(ref, m, a, false, 0, rows)),
@@ -175,7 +177,8 @@ TEST_P(MatmulTierTest, GemmEqualsNGemvsBitwise) {
             ASSERT_EQ(y[static_cast<size_t>(t * ldy + r)], v[static_cast<size_t>(r)])
                 << "token " << t << " row " << r;
           }
-          for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[static_cast<size_t>(t * ldy + r)], -7.0f);
+          for (int64_t r = rows; r < ldy; ++r)
+            ASSERT_EQ(y[static_cast<size_t>(t * ldy + r)], -7.0f);
         }
       }
     }
@@ -207,7 +210,8 @@ TEST_P(MatmulTierTest, RowRangesWriteOnlyTheirRows) {
         k.gemv_w8a16(m.w8, a.f16, v.data(), r0, r1);
       }
       for (int64_t r = r1; r < rows; ++r) {
-        ASSERT_EQ(v[static_cast<size_t>(r)], -7.0f) << "GEMV [" << r0 << "," << r1 << ") wrote row " << r;
+        ASSERT_EQ(v[static_cast<size_t>(r)], -7.0f)
+            << "GEMV [" << r0 << "," << r1 << ") wrote row " << r;
         for (int64_t t = 0; t < a.n; ++t) {
           ASSERT_EQ(y[static_cast<size_t>(t * (rows + 3) + r)], -7.0f)
               << "GEMM [" << r0 << "," << r1 << ") wrote row " << r;

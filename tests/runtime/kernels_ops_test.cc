@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/kernels/kernels.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/kernels/kernels.h"
 #include "tests/runtime/kernels_test_util.h"
 
 namespace ari::runtime::kernels {
@@ -84,7 +84,8 @@ TEST_P(OpsPathTest, QuantizeAndConvertAreBitExact) {
     k.convert_bf16(x.data(), n, bf_simd.data());
     ref_.convert_bf16(x.data(), n, bf_ref.data());
     EXPECT_EQ(bf_ref, bf_simd);
-    for (int64_t i = 1; i < n; ++i) ASSERT_EQ(bf_ref[static_cast<size_t>(i)], Fp32ToBf16(x[static_cast<size_t>(i)]));
+    for (int64_t i = 1; i < n; ++i)
+      ASSERT_EQ(bf_ref[static_cast<size_t>(i)], Fp32ToBf16(x[static_cast<size_t>(i)]));
   }
 }
 
@@ -171,7 +172,8 @@ TEST_P(OpsPathTest, SoftmaxMatchesReference) {
     double sum = 0.0;
     for (float v : x) sum += std::exp(static_cast<double>(v) - mx);
     std::vector<float> exact(static_cast<size_t>(n));
-    for (size_t i = 0; i < exact.size(); ++i) exact[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - mx) / sum);
+    for (size_t i = 0; i < exact.size(); ++i)
+      exact[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - mx) / sum);
     EXPECT_LE(Nmse(r, exact), kRefVsDoubleNmse);
   }
 }

@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "runtime/kernels/pack.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/kernels/pack.h"
 #include "tests/runtime/kernels_test_util.h"
 
 namespace ari::runtime::kernels {
@@ -62,7 +62,9 @@ TEST(PackTest, BytePositionsMatchDocumentation) {
   }
   const auto p8 = Pack(PackedPrecision::kW8, TensorType::kQ8_0, q8, int64_t{2} * 34, rows, cols);
   const auto p4 = Pack(PackedPrecision::kW4, TensorType::kQ4_0, q4, int64_t{2} * 18, rows, cols);
-  auto u8 = [](const std::vector<std::byte>& v, int64_t i) { return std::to_integer<unsigned>(v[static_cast<size_t>(i)]); };
+  auto u8 = [](const std::vector<std::byte>& v, int64_t i) {
+    return std::to_integer<unsigned>(v[static_cast<size_t>(i)]);
+  };
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / 8, i = r % 8;
     for (int64_t g = 0; g < 2; ++g) {
@@ -75,7 +77,8 @@ TEST(PackTest, BytePositionsMatchDocumentation) {
         const int64_t jj = j & 15;
         const unsigned byte = u8(p4, t4 + 16 + 32 * (jj / 4) + 4 * i + jj % 4);
         const unsigned q = j < 16 ? (byte & 15u) : (byte >> 4);
-        const unsigned want = j < 16 ? static_cast<unsigned>((r + jj) & 15) : static_cast<unsigned>((g + jj * 3) & 15);
+        const unsigned want = j < 16 ? static_cast<unsigned>((r + jj) & 15)
+                                     : static_cast<unsigned>((g + jj * 3) & 15);
         EXPECT_EQ(q, want) << "row " << r << " group " << g << " j " << j;
       }
     }
@@ -150,8 +153,10 @@ TEST(PackTest, FloatAndCrossPrecisionSources) {
     DequantizeRow(TensorType::kQ4_0, q4.data() + r * 36, b.data(), c2);
     for (int64_t j = 0; j < c2; ++j) {
       float amax = 0.0f;
-      for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(b[static_cast<size_t>(j / 32 * 32 + k)]));
-      EXPECT_NEAR(a[static_cast<size_t>(j)], b[static_cast<size_t>(j)], amax / 127.0f * 0.57f + 1e-6f);
+      for (int k = 0; k < 32; ++k)
+        amax = std::max(amax, std::fabs(b[static_cast<size_t>(j / 32 * 32 + k)]));
+      EXPECT_NEAR(a[static_cast<size_t>(j)], b[static_cast<size_t>(j)],
+                  amax / 127.0f * 0.57f + 1e-6f);
     }
   }
 }
@@ -180,7 +185,8 @@ TEST(PackTest, RejectsBadArguments) {
   EXPECT_FALSE(PackMatrix(PackedPrecision::kW8, TensorType::kF32, src.data(), 128, 0, 32, dst));
   EXPECT_FALSE(PackMatrix(PackedPrecision::kW8, TensorType::kF32, src.data(), 128, 9, 32,
                           std::span<std::byte>(dst.data(), 300)));
-  EXPECT_FALSE(PackMatrix(PackedPrecision::kW4, static_cast<TensorType>(77), src.data(), 128, 1, 32, dst));
+  EXPECT_FALSE(
+      PackMatrix(PackedPrecision::kW4, static_cast<TensorType>(77), src.data(), 128, 1, 32, dst));
   EXPECT_TRUE(PackMatrix(PackedPrecision::kW4, TensorType::kF32, src.data(), 128, 1, 32, dst));
   const PackedMatrix m{PackedPrecision::kW4, dst.data(), 1, 32};
   std::vector<float> small(31);

@@ -65,14 +65,14 @@ inline std::string TierParamName(const ::testing::TestParamInfo<IsaTier>& info) 
   return std::string(IsaTierName(info.param));
 }
 
-#define ARI_REQUIRE_TIER(tier)                                                           \
-  if (!::ari::runtime::kernels::IsaTierSupported(tier)) {                                \
-    GTEST_SKIP() << "this CPU cannot run ISA tier " << IsaTierName(tier)                 \
+#define ARI_REQUIRE_TIER(tier)                                                             \
+  if (!::ari::runtime::kernels::IsaTierSupported(tier)) {                                  \
+    GTEST_SKIP() << "this CPU cannot run ISA tier " << IsaTierName(tier)                   \
                  << " (best here: " << IsaTierName(BestIsaTier()) << "); path not tested"; \
-  }                                                                                      \
-  if (!::ari::runtime::kernels::IsaTierCompiled(tier)) {                                 \
-    GTEST_SKIP() << "no kernels for ISA tier " << IsaTierName(tier)                     \
-                 << " in this build (falls back to a lower tier)";                      \
+  }                                                                                        \
+  if (!::ari::runtime::kernels::IsaTierCompiled(tier)) {                                   \
+    GTEST_SKIP() << "no kernels for ISA tier " << IsaTierName(tier)                        \
+                 << " in this build (falls back to a lower tier)";                         \
   }
 
 }  // namespace ari::runtime::kernels::testing

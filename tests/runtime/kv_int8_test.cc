@@ -21,13 +21,13 @@ namespace {
 using kernels::PackedPrecision;
 
 // Named tolerances (measured values are printed by the tests).
-constexpr double kKernelRelTol = 1e-5;    // AVX2 vs scalar, relative to sum |terms|
-constexpr double kDequantRelTol = 1e-5;   // INT8 kernel vs fp32 math on dequantized rows
-constexpr double kInt8NmseStories = 2e-3; // INT8 vs F16 KV logits, mean NMSE (stories260K; 3.2e-4)
-constexpr double kInt8Top1Stories = 0.95; // INT8 vs F16 KV top-1 agreement (stories260K; 0.978)
-constexpr double kInt8NmseSynth = 1e-4;   // same, synthetic model (head_dim 32; 8.9e-7)
+constexpr double kKernelRelTol = 1e-5;     // AVX2 vs scalar, relative to sum |terms|
+constexpr double kDequantRelTol = 1e-5;    // INT8 kernel vs fp32 math on dequantized rows
+constexpr double kInt8NmseStories = 2e-3;  // INT8 vs F16 KV logits, mean NMSE (stories260K; 3.2e-4)
+constexpr double kInt8Top1Stories = 0.95;  // INT8 vs F16 KV top-1 agreement (stories260K; 0.978)
+constexpr double kInt8NmseSynth = 1e-4;    // same, synthetic model (head_dim 32; 8.9e-7)
 constexpr double kInt8Top1Synth = 0.95;
-constexpr double kConvertNmse = 1e-4;     // converted-at-P vs INT8-from-start, mean NMSE (1.1e-7)
+constexpr double kConvertNmse = 1e-4;  // converted-at-P vs INT8-from-start, mean NMSE (1.1e-7)
 
 TEST(KvInt8, GroupChoice) {
   EXPECT_EQ(kernels::KvInt8Group(8), 8);
@@ -101,8 +101,9 @@ void CheckKernels(int64_t hd, int64_t n_kv_heads, int64_t nt) {
   std::vector<float> row(static_cast<size_t>(kvd));
   double worst = 0;
   for (int64_t t = 0; t < nt; ++t) {
-    kernels::DequantizeKvInt8(k.q(t * k.ld), reinterpret_cast<const float*>(k.mem.data() + t * k.ld + kvd),
-                              kvd, g, row.data());
+    kernels::DequantizeKvInt8(k.q(t * k.ld),
+                              reinterpret_cast<const float*>(k.mem.data() + t * k.ld + kvd), kvd, g,
+                              row.data());
     double dot = 0, mag = 0;
     for (int64_t i = 0; i < hd; ++i) {
       dot += double(q[i]) * row[off + i];
@@ -128,9 +129,9 @@ void CheckKernels(int64_t hd, int64_t n_kv_heads, int64_t nt) {
 }
 
 TEST(KvInt8, KernelsMatchScalarReference) {
-  CheckKernels(64, 2, 37);   // 2 groups of 32 per head, AVX2 path
-  CheckKernels(8, 4, 129);   // stories260K shape: one group of 8
-  CheckKernels(12, 2, 10);   // group 4: the AVX2 table falls back to scalar
+  CheckKernels(64, 2, 37);  // 2 groups of 32 per head, AVX2 path
+  CheckKernels(8, 4, 129);  // stories260K shape: one group of 8
+  CheckKernels(12, 2, 10);  // group 4: the AVX2 table falls back to scalar
   CheckKernels(128, 1, 1);
 }
 
@@ -195,8 +196,10 @@ void CompareInt8WithF16(const std::filesystem::path& pack, const std::vector<Tok
     top1 += testing::Argmax(y, vocab) == testing::Argmax(la.data(), vocab);
   }
   const double mean = sum / seq.size(), agree = top1 / double(seq.size());
-  std::printf("[measured] %s: INT8 vs F16 KV over %zu positions: logits NMSE mean %.3g, "
-              "top-1 agreement %d/%zu = %.3f\n", what, seq.size(), mean, top1, seq.size(), agree);
+  std::printf(
+      "[measured] %s: INT8 vs F16 KV over %zu positions: logits NMSE mean %.3g, "
+      "top-1 agreement %d/%zu = %.3f\n",
+      what, seq.size(), mean, top1, seq.size(), agree);
   EXPECT_LT(mean, max_nmse);
   EXPECT_GE(agree, min_top1);
 }

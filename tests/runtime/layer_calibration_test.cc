@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "runtime/eval/block_loop.h"
-#include "runtime/model/forward.h"
 #include "runtime/eval/perplexity.h"
+#include "runtime/model/forward.h"
 #include "runtime/model/session.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/llama2c_fixture.h"
@@ -78,7 +78,8 @@ TEST_F(Stories260K, BlockLoopMatchesForward) {
   ASSERT_TRUE(ref) << ref.error().ToString();
   ASSERT_EQ(mine->size(), ref->size());
   float max_diff = 0;
-  for (size_t i = 0; i < ref->size(); ++i) max_diff = std::max(max_diff, fabsf((*mine)[i] - (*ref)[i]));
+  for (size_t i = 0; i < ref->size(); ++i)
+    max_diff = std::max(max_diff, fabsf((*mine)[i] - (*ref)[i]));
   EXPECT_LE(max_diff, kLogitTolerance);
 
   // Skipping blocks changes the logits; bad input is an error, not a crash.

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <cctype>
-#include <cstring>
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf/gguf.h"
 #include "runtime/convert/llama2c_import.h"
 #include "runtime/core/mapped_file.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/model.h"
 
 namespace ari::testing {
@@ -72,7 +72,10 @@ class JsonParser {
         if (i_ >= s_.size() || s_[i_++] != ':') return false;
         if (!Value(v.fields[key.str])) return false;
         Ws();
-        if (i_ < s_.size() && s_[i_] == ',') { ++i_; continue; }
+        if (i_ < s_.size() && s_[i_] == ',') {
+          ++i_;
+          continue;
+        }
         if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
         return false;
       }
@@ -86,7 +89,10 @@ class JsonParser {
         v.items.emplace_back();
         if (!Value(v.items.back())) return false;
         Ws();
-        if (i_ < s_.size() && s_[i_] == ',') { ++i_; continue; }
+        if (i_ < s_.size() && s_[i_] == ',') {
+          ++i_;
+          continue;
+        }
         if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
         return false;
       }
@@ -95,9 +101,21 @@ class JsonParser {
       v.kind = Json::kString;
       return String(v.str);
     }
-    if (s_.compare(i_, 4, "true") == 0) { v.kind = Json::kBool; v.boolean = true; i_ += 4; return true; }
-    if (s_.compare(i_, 5, "false") == 0) { v.kind = Json::kBool; i_ += 5; return true; }
-    if (s_.compare(i_, 4, "null") == 0) { i_ += 4; return true; }
+    if (s_.compare(i_, 4, "true") == 0) {
+      v.kind = Json::kBool;
+      v.boolean = true;
+      i_ += 4;
+      return true;
+    }
+    if (s_.compare(i_, 5, "false") == 0) {
+      v.kind = Json::kBool;
+      i_ += 5;
+      return true;
+    }
+    if (s_.compare(i_, 4, "null") == 0) {
+      i_ += 4;
+      return true;
+    }
     size_t used = 0;
     try {
       v.number = std::stod(s_.substr(i_, 64), &used);
@@ -125,7 +143,10 @@ class JsonParser {
     ++i_;
     while (i_ < s_.size() && s_[i_] != '"') {
       char c = s_[i_++];
-      if (c != '\\') { out += c; continue; }
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
       if (i_ >= s_.size()) return false;
       char e = s_[i_++];
       switch (e) {
@@ -172,8 +193,8 @@ inline bool ReadJsonFile(const std::filesystem::path& p, Json& out) {
 // Converts checkpoint + tokenizer.bin in memory and loads the result.
 inline runtime::Result<std::unique_ptr<runtime::Model>> ConvertAndLoad(
     const std::filesystem::path& checkpoint, const std::filesystem::path& tokenizer,
-    const runtime::Llama2cImportOptions& opts = {},
-    runtime::Llama2cImportReport* report = nullptr, bool runq_drop_ffn_tail = false) {
+    const runtime::Llama2cImportOptions& opts = {}, runtime::Llama2cImportReport* report = nullptr,
+    bool runq_drop_ffn_tail = false) {
   auto ck = runtime::MappedFile::Open(checkpoint);
   if (!ck) return std::unexpected(ck.error());
   auto tk = runtime::MappedFile::Open(tokenizer);

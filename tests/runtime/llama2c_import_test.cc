@@ -1,6 +1,8 @@
 // llama2.c import: weights byte-exact against the raw checkpoint, tokenizer metadata,
 // malformed inputs (every truncation is an error, never a crash), config validation, and
 // the ari-convert / ari-run command lines.
+#include "runtime/convert/llama2c_import.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,9 +11,8 @@
 #include <fstream>
 #include <vector>
 
-#include "runtime/gguf/gguf.h"
-#include "runtime/convert/llama2c_import.h"
 #include "runtime/core/mapped_file.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/model/model.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/tiny_model.h"
@@ -118,8 +119,8 @@ TEST(Llama2cImport, TokenizerMetadata) {
 
 TEST(Llama2cImport, TruncatedOrCorruptInputsAreErrors) {
   ARI_REQUIRE_MODEL(path, "llama2c/stories260K/stories260K.bin");
-  for (const char* rel : {"llama2c/stories260K/stories260K.bin",
-                          "llama2c/stories260K/stories260K_q80.bin"}) {
+  for (const char* rel :
+       {"llama2c/stories260K/stories260K.bin", "llama2c/stories260K/stories260K_q80.bin"}) {
     const auto raw = ReadAll(testing::ModelFile(rel));
     for (size_t cut : {size_t{0}, size_t{3}, size_t{20}, size_t{27}, size_t{100}, size_t{255},
                        size_t{256}, size_t{4096}, raw.size() / 2, raw.size() - 1}) {
@@ -173,8 +174,9 @@ struct Sizes {
   size_t tok, norm, wq, wk, wo, w1, w2;
 };
 Sizes SizesOf(const SynthCkpt& c) {
-  return {size_t(c.vocab) * c.dim, size_t(c.dim), size_t(c.dim) * c.dim, size_t(c.kv()) * c.dim,
-          size_t(c.dim) * c.dim, size_t(c.hidden) * c.dim, size_t(c.dim) * c.hidden};
+  return {size_t(c.vocab) * c.dim, size_t(c.dim),         size_t(c.dim) * c.dim,
+          size_t(c.kv()) * c.dim,  size_t(c.dim) * c.dim, size_t(c.hidden) * c.dim,
+          size_t(c.dim) * c.hidden};
 }
 
 // fp32 checkpoint (version 0 or 1). Every value is a function of (tensor, layer, index),
@@ -344,9 +346,8 @@ TEST(ModelConfig, ValidationErrorsNameTheProblem) {
   EXPECT_EQ(unknown.error().code, ErrorCode::kUnsupported);
   EXPECT_NE(unknown.error().message.find("mamba"), std::string::npos);
 
-  auto missing = LoadPatched(s, [](GgufWriter& w, const GgufFile& f) {
-    CopyAll(w, f, "blk.1.ffn_up.weight");
-  });
+  auto missing = LoadPatched(
+      s, [](GgufWriter& w, const GgufFile& f) { CopyAll(w, f, "blk.1.ffn_up.weight"); });
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
   EXPECT_NE(missing.error().message.find("blk.1.ffn_up.weight"), std::string::npos);

@@ -78,7 +78,8 @@ TEST(PackFile, EngineTimeToReadyAndPlainFallback) {
   o.threads = 1;
   const auto t0 = std::chrono::steady_clock::now();
   auto e = Engine::Create(o);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(e.has_value()) << e.error().ToString();
   std::printf("[measured] tiny pack time to ready %.2f ms\n", ms);
   EXPECT_TRUE((*e)->has_pack());

@@ -19,7 +19,7 @@ namespace ari::testing {
 inline constexpr long kTmpfsMagic = 0x01021994;
 
 inline bool IsTmpfs(const std::filesystem::path& dir) {
-  struct statfs st{};
+  struct statfs st {};
   return ::statfs(dir.c_str(), &st) == 0 && static_cast<long>(st.f_type) == kTmpfsMagic;
 }
 
@@ -49,8 +49,8 @@ inline bool DropFileCache(const std::filesystem::path& path) {
 // The Llama 2 SPM vocabulary (32000 tokens) from the shared models, or empty when absent.
 inline std::filesystem::path Vocab32k() { return ModelFile("vocab/ggml-vocab-llama-spm.gguf"); }
 
-inline runtime::SynthPreset CustomPreset(int64_t dim, int64_t ffn, int64_t layers,
-                                         int64_t heads, int64_t kv_heads) {
+inline runtime::SynthPreset CustomPreset(int64_t dim, int64_t ffn, int64_t layers, int64_t heads,
+                                         int64_t kv_heads) {
   runtime::SynthPreset p;
   p.name = "custom";
   p.arch = "llama";

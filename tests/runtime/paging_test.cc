@@ -115,8 +115,8 @@ TEST_F(MappedTempFile, ResidentBytesBeforeAndAfterTouching) {
 
 TEST_F(MappedTempFile, MlockBudgetIsRespected) {
   // A: 4 pages, B: 4 pages, C: 2 pages, D: overlaps A's last page and adds one more.
-  const std::vector<ByteRange> ranges = {Pages(0, 4), Pages(10, 4), Pages(20, 2),
-                                         {Pages(3, 1).begin + 100, page_}};
+  const std::vector<ByteRange> ranges = {
+      Pages(0, 4), Pages(10, 4), Pages(20, 2), {Pages(3, 1).begin + 100, page_}};
   const uint64_t budget = 8 * page_;
   HotSetLock lock = HotSetLock::Lock(ranges, budget);
   const LockReport& r = lock.report();
@@ -136,10 +136,10 @@ TEST_F(MappedTempFile, MlockBudgetIsRespected) {
   EXPECT_EQ(*ResidentBytes(base_ + 10 * page_, 4 * page_), 4 * page_);
 
   // Overlapping ranges count shared pages once: [0, 1.5p) and [1p + 10, 3p) lock 3 pages.
-  HotSetLock small = HotSetLock::Lock(
-      std::vector<ByteRange>{{Pages(30, 0).begin, page_ + page_ / 2},
-                             {Pages(31, 0).begin + 10, 2 * page_ - 10}},
-      3 * page_);
+  HotSetLock small =
+      HotSetLock::Lock(std::vector<ByteRange>{{Pages(30, 0).begin, page_ + page_ / 2},
+                                              {Pages(31, 0).begin + 10, 2 * page_ - 10}},
+                       3 * page_);
   EXPECT_EQ(small.report().locked_bytes, 3 * page_) << small.report().ToString();
   EXPECT_EQ(small.report().ranges_locked, 2);
 
@@ -184,11 +184,11 @@ TEST(PagingAdvisorTest, RegionsAndHintsOnAGgufFile) {
     const int64_t ne[2] = {cols, rows};
     ASSERT_TRUE(w.AddTensor(name, TensorType::kF32, ne, data));
   };
-  add("token_embd.weight", 64, 1000);       // 256000 bytes
-  add("blk.0.attn_q.weight", 64, 64);       // contiguous with the next: one range
+  add("token_embd.weight", 64, 1000);  // 256000 bytes
+  add("blk.0.attn_q.weight", 64, 64);  // contiguous with the next: one range
   add("blk.0.ffn_up.weight", 64, 128);
-  add("blk.1.attn_q.weight", 64, 512);      // 128 KiB
-  add("blk.x.odd", 64, 1);                  // not a layer number: "other"
+  add("blk.1.attn_q.weight", 64, 512);  // 128 KiB
+  add("blk.x.odd", 64, 1);              // not a layer number: "other"
   add("output.weight", 64, 100);
   ASSERT_TRUE(w.WriteFile(path));
   ASSERT_TRUE(testing::DropFileCache(path));

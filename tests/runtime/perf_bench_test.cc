@@ -52,10 +52,10 @@ TEST(PerfBench, ReportsEveryFigureOnStories260KPack) {
     ASSERT_EQ(r->decode_cpu_share.values.size(), 2u);  // one per decode run
     EXPECT_GT(r->decode_cpu_share.median, 0.0);
     const std::string json = r->ToJson();
-    for (const char* key : {"\"decode_tps\"", "\"time_to_ready_ms\"", "\"peak_rss_bytes\"",
-                            "\"roofline_fraction\"", "\"embd_resident_bytes\"",
-                            "\"dispatches_per_decode_token\"", "\"ttft_ms\"",
-                            "\"decode_cpu_share\"", "\"paired_roofline_fraction\""}) {
+    for (const char* key :
+         {"\"decode_tps\"", "\"time_to_ready_ms\"", "\"peak_rss_bytes\"", "\"roofline_fraction\"",
+          "\"embd_resident_bytes\"", "\"dispatches_per_decode_token\"", "\"ttft_ms\"",
+          "\"decode_cpu_share\"", "\"paired_roofline_fraction\""}) {
       EXPECT_NE(json.find(key), std::string::npos) << key;
     }
     EXPECT_NE(r->ToTable().find("decode t/s"), std::string::npos);

@@ -41,7 +41,8 @@ int RefSample(std::vector<float> x, float temperature, float topp, RefRng& rng) 
   const int n = static_cast<int>(x.size());
   for (float& v : x) v /= temperature;
   float max_val = x[0];
-  for (int i = 1; i < n; i++) if (x[i] > max_val) max_val = x[i];
+  for (int i = 1; i < n; i++)
+    if (x[i] > max_val) max_val = x[i];
   float sum = 0.0f;
   for (int i = 0; i < n; i++) {
     x[i] = expf(x[i] - max_val);
@@ -252,9 +253,9 @@ TEST(Sampler, RepetitionPenaltyLlamaCppSemantics) {
   std::vector<float> l = {4.0f, 3.0f, -1.0f, 2.0f, 0.5f, 3.5f};
   std::vector<TokenId> hist = {5, 0, 2, 0, 0};  // window = last 3 = {2, 0, 0}
   EXPECT_EQ(s.Sample(l, hist), 5);              // 0 penalised once: 4 -> 2; 5 untouched
-  EXPECT_FLOAT_EQ(l[0], 2.0f);                   // once per distinct token, not per occurrence
-  EXPECT_FLOAT_EQ(l[2], -2.0f);                  // negative multiplied
-  EXPECT_FLOAT_EQ(l[5], 3.5f);                   // outside the window
+  EXPECT_FLOAT_EQ(l[0], 2.0f);                  // once per distinct token, not per occurrence
+  EXPECT_FLOAT_EQ(l[2], -2.0f);                 // negative multiplied
+  EXPECT_FLOAT_EQ(l[5], 3.5f);                  // outside the window
   EXPECT_FLOAT_EQ(l[1], 3.0f);
   // Out-of-range history ids are ignored; -1 means the whole history.
   p.repeat_last_n = -1;

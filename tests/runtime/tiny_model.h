@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf/gguf.h"
 #include "runtime/core/tensor_types.h"
+#include "runtime/gguf/gguf.h"
 
 namespace ari::testing {
 
@@ -20,7 +20,7 @@ struct TinySpec {
   int dim = 32, n_layers = 2, n_heads = 4, n_kv_heads = 2, ffn = 48, vocab = 40, ctx = 64;
   float theta = 10000.0f, eps = 1e-5f;
   bool tied = false;
-  bool bias = false;                               // attn_q/k/v.bias
+  bool bias = false;                                            // attn_q/k/v.bias
   runtime::TensorType matrix_type = runtime::TensorType::kF32;  // for 2-D weights
   uint32_t seed = 1;
 };

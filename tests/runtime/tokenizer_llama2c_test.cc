@@ -1,6 +1,7 @@
-// Tokenizers converted in memory from llama2.c tokenizer.bin files (runtime/convert/llama2c_import.h)
-// against llama2.c's own outputs: test.c's Llama 2 encode vectors, and the prompt ids and
-// printed texts of run.c in stories260K/aidreams260K reference_outputs.json.
+// Tokenizers converted in memory from llama2.c tokenizer.bin files
+// (runtime/convert/llama2c_import.h) against llama2.c's own outputs: test.c's Llama 2 encode
+// vectors, and the prompt ids and printed texts of run.c in stories260K/aidreams260K
+// reference_outputs.json.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf/gguf.h"
 #include "runtime/convert/llama2c_import.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tests/common/mini_json.h"
 #include "tests/common/test_util.h"
@@ -101,9 +102,8 @@ void CheckReference(const std::string& dir) {
     EXPECT_EQ(text, run["text"].str) << dir << " " << run["program"].str;
     decode_ok += text == run["text"].str;
   }
-  std::cout << "[ vectors  ] " << rel_json << ": prompt ids " << encode_ok << "/"
-            << runs.arr.size() << ", decoded text " << decode_ok << "/" << runs.arr.size()
-            << "\n";
+  std::cout << "[ vectors  ] " << rel_json << ": prompt ids " << encode_ok << "/" << runs.arr.size()
+            << ", decoded text " << decode_ok << "/" << runs.arr.size() << "\n";
 }
 
 TEST(Llama2cTokenizer, Stories260KReferenceOutputs) { CheckReference("stories260K"); }

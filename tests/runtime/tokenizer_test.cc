@@ -111,8 +111,7 @@ TEST_P(VocabVectors, EncodeMatchesLlamaCppExactly) {
   RecordProperty("encode_pass", encode_ok);
 }
 
-INSTANTIATE_TEST_SUITE_P(LlamaCpp, VocabVectors,
-                         ::testing::Values("gpt-2", "llama-spm", "phi-3"),
+INSTANTIATE_TEST_SUITE_P(LlamaCpp, VocabVectors, ::testing::Values("gpt-2", "llama-spm", "phi-3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) {

@@ -64,11 +64,13 @@ TEST(PreTokenizer, UnicodeWhitespaceAndInvalidBytes) {
 
 TEST(PreTokenizer, EveryKnownNameCompiles) {
   for (const char* name :
-       {"default", "llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx", "smaug-bpe",
-        "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "starcoder", "refact",
-        "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "gpt-2", "phi-2", "mpt",
-        "olmo", "jais", "roberta-bpe", "qwen2", "stablelm2", "megrez", "poro-chat", "bloom",
-        "gpt3-finnish", "viking", "tekken", "chameleon"}) {
+       {"default",   "llama3",    "llama-v3",     "llama-bpe",      "falcon3",
+        "dbrx",      "smaug-bpe", "deepseek-llm", "deepseek-coder", "deepseek-v3",
+        "falcon",    "starcoder", "refact",       "command-r",      "smollm",
+        "codeshell", "exaone",    "minerva-7b",   "gpt-2",          "phi-2",
+        "mpt",       "olmo",      "jais",         "roberta-bpe",    "qwen2",
+        "stablelm2", "megrez",    "poro-chat",    "bloom",          "gpt3-finnish",
+        "viking",    "tekken",    "chameleon"}) {
     auto pt = tok::PreTokenizer::Create(name);
     ASSERT_TRUE(pt.has_value()) << name << ": " << pt.error().ToString();
     std::vector<std::pair<size_t, size_t>> words;
@@ -94,9 +96,9 @@ VocabSpec SpmSpec() {
     s.token_types.push_back(6);
     s.scores.push_back(0);
   }
-  const std::pair<const char*, float> normal[] = {
-      {"\xE2\x96\x81", -1}, {"a", -2},  {"b", -2},  {"\xE2\x96\x81" "a", -3},
-      {"ab", -1.5f},        {"\xE2\x96\x81" "ab", -4}, {"c", -2}, {"bc", -1.5f}};
+  const std::pair<const char*, float> normal[] = {{"\u2581", -1},  {"a", -2},     {"b", -2},
+                                                  {"\u2581a", -3}, {"ab", -1.5f}, {"\u2581ab", -4},
+                                                  {"c", -2},       {"bc", -1.5f}};
   for (auto [t, sc] : normal) {
     s.tokens.emplace_back(t);
     s.token_types.push_back(1);
@@ -113,11 +115,11 @@ TEST(SpmTokenizer, MergesByScoreAndFallsBackToBytes) {
   EncodeOptions o;
   auto r = tok.Encode("ab", o);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(*r, (std::vector<TokenId>{1, id("\xE2\x96\x81" "ab")}));
+  EXPECT_EQ(*r, (std::vector<TokenId>{1, id("\u2581ab")}));
   // "abc": a+b and b+c tie at -1.5 -> the leftmost merges first, then ▁+ab (-4); c alone.
   r = tok.Encode("abc", EncodeOptions{.add_bos = false});
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(*r, (std::vector<TokenId>{id("\xE2\x96\x81" "ab"), id("c")}));
+  EXPECT_EQ(*r, (std::vector<TokenId>{id("\u2581ab"), id("c")}));
   // Unknown character -> UTF-8 bytes as <0xXX> tokens; decode gives the text back.
   r = tok.Encode("\xC3\xA9", EncodeOptions{.add_bos = false});
   ASSERT_TRUE(r.has_value());
@@ -127,8 +129,8 @@ TEST(SpmTokenizer, MergesByScoreAndFallsBackToBytes) {
   r = tok.Encode("", EncodeOptions{.add_bos = true, .add_eos = true});
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, (std::vector<TokenId>{1, 2}));
-  EXPECT_EQ(tok.Decode({1, id("\xE2\x96\x81" "a"), id("b")}), "ab");
-  EXPECT_EQ(tok.Decode({1, id("\xE2\x96\x81" "a"), 2}, /*special=*/true), "<s>a</s>");
+  EXPECT_EQ(tok.Decode({1, id("\u2581a"), id("b")}), "ab");
+  EXPECT_EQ(tok.Decode({1, id("\u2581a"), 2}, /*special=*/true), "<s>a</s>");
   EXPECT_EQ(tok.Piece(-1), "");
   EXPECT_EQ(tok.Piece(1 << 20), "");
   EXPECT_EQ(tok.Attr(1 << 20), TokenAttr::kUndefined);
@@ -152,10 +154,21 @@ VocabSpec BpeSpec() {
   s.pre = "gpt-2";
   // "\xC4\xA0" "a" is split so that "\xA0a" is not read as one escape (parenthesised: the
   // concatenation is intended).
-  s.tokens = {"a", "b", "c", "\xC4\xA0", "ab", "abc", ("\xC4\xA0" "a"), ("\xC4\xA0" "ab"),
+  s.tokens = {"a",
+              "b",
+              "c",
+              "\xC4\xA0",
+              "ab",
+              "abc",
+              ("\xC4\xA0"
+               "a"),
+              ("\xC4\xA0"
+               "ab"),
               "<|endoftext|>"};
   s.token_types = {1, 1, 1, 1, 1, 1, 1, 1, 3};
-  s.merges = {"a b", "ab c", "\xC4\xA0 a", ("\xC4\xA0" "a b")};
+  s.merges = {"a b", "ab c", "\xC4\xA0 a",
+              ("\xC4\xA0"
+               "a b")};
   s.bos = s.eos = 8;
   return s;
 }

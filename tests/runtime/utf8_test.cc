@@ -14,8 +14,8 @@ TEST(Utf8, ValidationRules) {
   EXPECT_TRUE(IsValidUtf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x9a\x97"));
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8(std::string_view("a\0b", 3)));
-  EXPECT_TRUE(IsValidUtf8("\xef\xbf\xbd"));      // U+FFFD itself
-  EXPECT_TRUE(IsValidUtf8("\xf4\x8f\xbf\xbf"));  // U+10FFFF
+  EXPECT_TRUE(IsValidUtf8("\xef\xbf\xbd"));       // U+FFFD itself
+  EXPECT_TRUE(IsValidUtf8("\xf4\x8f\xbf\xbf"));   // U+10FFFF
   EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
   EXPECT_FALSE(IsValidUtf8("\xe0\x80\xaf"));      // overlong 3-byte
   EXPECT_FALSE(IsValidUtf8("\xf0\x80\x80\xaf"));  // overlong 4-byte
@@ -78,8 +78,8 @@ TEST(Utf8, PrefixNeverEndsInsideASequence) {
 }
 
 TEST(Utf8, AppendRoundTripsEveryScalarValueClass) {
-  for (uint32_t cp : {0x24u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFFFFu,
-                      0x10000u, 0x10FFFFu}) {
+  for (uint32_t cp :
+       {0x24u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFFFFu, 0x10000u, 0x10FFFFu}) {
     std::string s;
     AppendUtf8(cp, s);
     const Utf8Decoded d = DecodeUtf8At(s, 0);

@@ -13,19 +13,21 @@ constexpr double kTol = 1e-9;
 std::string BenchJson(const char* precision, int threads, double decode_tps) {
   auto tps = [](double n) { return n / ((10 + 2 * n) / 1000.0); };
   char b[600];
-  std::snprintf(b, sizeof(b),
-                "{\"model\":\"m.gguf\",\"precision\":\"%s\",\"threads\":%d,\"time_to_ready_ms\":1,"
-                "\"prompt\":[{\"tokens\":64,\"tps\":{\"median\":%.9f,\"min\":0,\"max\":0,\"values\":[]},"
-                "\"ttft_ms\":{\"median\":1}},{\"tokens\":128,\"tps\":{\"median\":%.9f}}],"
-                "\"decode_tps\":{\"median\":%g,\"min\":1,\"max\":1,\"values\":[1]},\"peak_rss_bytes\":1}",
-                precision, threads, tps(64), tps(128), decode_tps);
+  std::snprintf(
+      b, sizeof(b),
+      "{\"model\":\"m.gguf\",\"precision\":\"%s\",\"threads\":%d,\"time_to_ready_ms\":1,"
+      "\"prompt\":[{\"tokens\":64,\"tps\":{\"median\":%.9f,\"min\":0,\"max\":0,\"values\":[]},"
+      "\"ttft_ms\":{\"median\":1}},{\"tokens\":128,\"tps\":{\"median\":%.9f}}],"
+      "\"decode_tps\":{\"median\":%g,\"min\":1,\"max\":1,\"values\":[1]},\"peak_rss_bytes\":1}",
+      precision, threads, tps(64), tps(128), decode_tps);
   return b;
 }
 
 TEST(CostModel, FitsPrefillLineFromBench) {
   BenchCalibration cal;
   cal.layers = 20;
-  auto m = BuildCostModelFromBench({BenchJson("w8a16", 1, 9) + "\n" + BenchJson("w4a8", 1, 18)}, cal);
+  auto m =
+      BuildCostModelFromBench({BenchJson("w8a16", 1, 9) + "\n" + BenchJson("w4a8", 1, 18)}, cal);
   ASSERT_TRUE(m.has_value()) << m.error().message;
   ASSERT_EQ(m->entries.size(), 2u);
   const CostEntry& e = m->entries[0];
@@ -99,7 +101,8 @@ TEST(CostModel, ClearErrors) {
       R"({"format":"ari-sim-cost-1","entries":[{"precision":"w8a16","threads":1,"prefill_tps":0,"decode_tps":1}]})");
   ASSERT_FALSE(e4.has_value());
   EXPECT_NE(e4.error().message.find("prefill_tps"), std::string::npos);
-  EXPECT_FALSE(BuildCostModelFromBench({"{\"precision\":\"w8a16\",\"threads\":1}"}, {}).has_value());
+  EXPECT_FALSE(
+      BuildCostModelFromBench({"{\"precision\":\"w8a16\",\"threads\":1}"}, {}).has_value());
   EXPECT_FALSE(BuildCostModelFromBench({"no json here"}, {}).has_value());
 }
 

@@ -1,10 +1,10 @@
 // Corrupt binary drive logs: every flipped byte, every truncation, absurd
 // lengths, garbage and random damage. The reader reports the byte offset of
 // the bad record, skips it and recovers every intact record after it.
-#include <sstream>
-
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 #include "sim/drive_log.h"
 #include "sim/prng.h"
@@ -70,7 +70,8 @@ TEST(DriveLogCorrupt, EveryFlippedByteIsReportedAtItsRecordAndSkipped) {
       ASSERT_TRUE(log) << "offset " << off << ": " << log.error().ToString();
       const size_t k = enc.RecordAt(off);
       ASSERT_EQ(corrupt.size(), 1u) << "flip at " << off;
-      EXPECT_EQ(corrupt[0].offset, enc.starts[k]) << "flip at " << off << ": " << corrupt[0].ToString();
+      EXPECT_EQ(corrupt[0].offset, enc.starts[k])
+          << "flip at " << off << ": " << corrupt[0].ToString();
       EXPECT_EQ(corrupt[0].skipped_bytes, enc.starts[k + 1] - enc.starts[k]) << off;
       EXPECT_TRUE(MessageDifferencer::Equals(*log, Without(enc.log, k)))
           << "flip at " << off << " (record " << k << ")";
@@ -125,7 +126,8 @@ TEST(DriveLogCorrupt, AbsurdLengthsAreRejectedAndFollowingRecordsRecovered) {
   const Case cases[] = {
       {BadLengthRecord({0xFF, 0xFF, 0xFF, 0xFF, 0x0F}), "record length 4294967295 > limit"},
       {BadLengthRecord({0x81, 0x80, 0x40}), "record length 1048577 > limit"},
-      {BadLengthRecord({0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01}), "varint longer"},
+      {BadLengthRecord({0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01}),
+       "varint longer"},
       // A plausible length whose bytes are not there: costs a look-ahead, not a crash.
       {BadLengthRecord({0x80, 0x80, 0x40}), "runs past the end of the file"},
       // A small length: its "payload" overlaps the next record, the CRC cannot match.
@@ -153,7 +155,11 @@ TEST(DriveLogCorrupt, GarbageAndFakeMarkersBetweenRecords) {
   for (int i = 0; i < 5000; ++i) {
     garbage.push_back(static_cast<char>(rng.NextU64() & 0xFF));
     if (i % 97 == 0) garbage.append(kRecordMarker, 4);  // fake sync markers
-    if (i % 331 == 0) garbage += std::string(kRecordMarker, 4) + "E\x05" "abcde" "\x01\x02\x03\x04";
+    if (i % 331 == 0)
+      garbage += std::string(kRecordMarker, 4) +
+                 "E\x05"
+                 "abcde"
+                 "\x01\x02\x03\x04";
   }
   // Garbage after records 2 and 7 and at the end.
   std::string bytes = enc.bytes.substr(0, enc.starts[2]) + garbage +
@@ -225,7 +231,9 @@ TEST(DriveLogCorrupt, RandomDamageNeverCrashesAndYieldsOnlyOriginalEvents) {
       switch (rng.Below(3)) {
         case 0: bytes[pos] = static_cast<char>(rng.NextU64()); break;
         case 1: bytes.erase(pos, 1 + rng.Below(20)); break;
-        case 2: bytes.insert(pos, std::string(1 + rng.Below(20), static_cast<char>(rng.NextU64()))); break;
+        case 2:
+          bytes.insert(pos, std::string(1 + rng.Below(20), static_cast<char>(rng.NextU64())));
+          break;
       }
     }
     std::vector<CorruptRecord> corrupt;
@@ -237,7 +245,8 @@ TEST(DriveLogCorrupt, RandomDamageNeverCrashesAndYieldsOnlyOriginalEvents) {
     int j = 0;
     for (const auto& ev : log->event()) {
       while (j < enc.log.event_size() && !MessageDifferencer::Equals(ev, enc.log.event(j))) ++j;
-      ASSERT_LT(j, enc.log.event_size()) << "iteration " << iter << ": unknown event " << ev.DebugString();
+      ASSERT_LT(j, enc.log.event_size())
+          << "iteration " << iter << ": unknown event " << ev.DebugString();
       ++j;
     }
     for (size_t i = 1; i < corrupt.size(); ++i) {

@@ -2,11 +2,11 @@
 // text syntax errors with line:column, CRC-32 and duration parsing.
 #include "sim/drive_log.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "sim/crc32.h"
 #include "sim/scenarios.h"
@@ -94,7 +94,8 @@ TEST(DriveLog, FileRoundTripBinaryAndText) {
 }
 
 TEST(DriveLog, TextRoundTripOfGeneratedScenario) {
-  auto log = GenerateScenario({.scenario = "nav-burst-during-chat", .duration_ms = 120000, .seed = 3});
+  auto log =
+      GenerateScenario({.scenario = "nav-burst-during-chat", .duration_ms = 120000, .seed = 3});
   ASSERT_TRUE(log) << log.error().ToString();
   const std::string text = FormatDriveLogText(*log);
   auto back = ParseDriveLogText(text, "gen");
@@ -133,12 +134,11 @@ TEST(DriveLog, TextSyntaxErrorNamesLineAndColumn) {
   auto log = ParseDriveLogText(text, "bad.textproto");
   ASSERT_FALSE(log);
   EXPECT_EQ(log.error().code, ErrorCode::kParse);
-  EXPECT_NE(log.error().message.find("bad.textproto:3:"), std::string::npos)
-      << log.error().message;
+  EXPECT_NE(log.error().message.find("bad.textproto:3:"), std::string::npos) << log.error().message;
   EXPECT_NE(log.error().message.find("celcius"), std::string::npos) << log.error().message;
 
-  auto bad_enum = ParseDriveLogText(
-      "event {\n  t_ms: 1\n  request { urgency: URGENT }\n}\n", "enum.textproto");
+  auto bad_enum =
+      ParseDriveLogText("event {\n  t_ms: 1\n  request { urgency: URGENT }\n}\n", "enum.textproto");
   ASSERT_FALSE(bad_enum);
   EXPECT_NE(bad_enum.error().message.find("enum.textproto:3:"), std::string::npos)
       << bad_enum.error().message;
@@ -154,8 +154,9 @@ TEST(DriveLog, ValidationReportsFirstViolationWithLine) {
   auto log = ParseDriveLogText(text, "order.textproto");
   ASSERT_FALSE(log);
   EXPECT_EQ(log.error().code, ErrorCode::kInvalidLog);
-  EXPECT_NE(log.error().message.find("order.textproto:4:1: event 2 (t_ms 2000): time goes backwards"),
-            std::string::npos)
+  EXPECT_NE(
+      log.error().message.find("order.textproto:4:1: event 2 (t_ms 2000): time goes backwards"),
+      std::string::npos)
       << log.error().message;
   // Without validation it parses; ValidateDriveLog names the same event.
   auto raw = ParseDriveLogText(text, "order.textproto", /*validate=*/false);
@@ -258,9 +259,13 @@ TEST(DriveLog, ReaderReportsTimeGoingBackwardsAndContinues) {
 }
 
 TEST(DriveLog, NotADriveLog) {
-  for (const std::string& bytes :
-       {std::string(), std::string("header { }"), std::string("\x89" "ARIDLO", 7),
-        std::string("\x89" "ARIDLOG\x02\x00\x00\x00", 12)}) {
+  for (const std::string& bytes : {std::string(), std::string("header { }"),
+                                   std::string("\x89"
+                                               "ARIDLO",
+                                               7),
+                                   std::string("\x89"
+                                               "ARIDLOG\x02\x00\x00\x00",
+                                               12)}) {
     auto r = DecodeDriveLog(bytes);
     ASSERT_FALSE(r) << bytes;
     EXPECT_EQ(r.error().code, ErrorCode::kFormat) << r.error().message;

@@ -23,7 +23,8 @@ TEST(DriveLogUtf8, TextWithInvalidUtf8IsRefused) {
 TEST(DriveLogUtf8, EventStringsAreChecked) {
   auto req = ParseDriveLogText(
       "event { t_ms: 1 request { request_id: 1 client: \"n\\300\\257\" urgency: HIGH "
-      "prompt: \"x\" max_tokens: 1 } }\n", "t", true);
+      "prompt: \"x\" max_tokens: 1 } }\n",
+      "t", true);
   ASSERT_FALSE(req.has_value());
   EXPECT_NE(req.error().message.find("request: client is not valid UTF-8"), std::string::npos);
   auto sensor = ParseDriveLogText(

@@ -70,8 +70,8 @@ TEST(FreqCap, FactorFollowsTheDocumentedFormula) {
     for (ChunkPhase ph : {ChunkPhase::kPrefill, ChunkPhase::kDecode}) {
       const double base = c.ChunkSeconds(k, ph, 8, eff);
       EXPECT_EQ(c.ChunkSeconds(k, ph, 8, eff, 0), base);
-      EXPECT_NEAR(c.ChunkSeconds(k, ph, 8, eff, 400000),
-                  base * c.FrequencyFactor(ph, eff, 400000), kExact * base);
+      EXPECT_NEAR(c.ChunkSeconds(k, ph, 8, eff, 400000), base * c.FrequencyFactor(ph, eff, 400000),
+                  kExact * base);
     }
   }
 }
@@ -108,9 +108,10 @@ TEST(FreqCap, JsonFieldsRoundTripAndDefault) {
 
 TEST(FreqCap, BadJsonFieldsGiveClearErrors) {
   auto parse = [](const std::string& extra) {
-    return ParseCostModelJson(R"({"format": "ari-sim-cost-1", )" + extra +
-                                  R"(, "entries": [{"precision": "w8a16", "prefill_tps": 10, "decode_tps": 5}]})",
-                              "bad.json");
+    return ParseCostModelJson(
+        R"({"format": "ari-sim-cost-1", )" + extra +
+            R"(, "entries": [{"precision": "w8a16", "prefill_tps": 10, "decode_tps": 5}]})",
+        "bad.json");
   };
   struct Case {
     std::string extra, expect;
@@ -235,8 +236,10 @@ TEST(FreqCap, UncappedLogUnchanged) {
 
 TEST(FreqCap, ClustersMapToClassesByNameThenIndex) {
   auto caps = [](std::string_view clusters) {
-    const dl::DriveLog log = ParseLog(std::string(R"(header { ambient_celsius: 25 duration_ms: 4000 }
-      event { t_ms: 1000 cpu_frequency_cap { )") + std::string(clusters) + " } }");
+    const dl::DriveLog log =
+        ParseLog(std::string(R"(header { ambient_celsius: 25 duration_ms: 4000 }
+      event { t_ms: 1000 cpu_frequency_cap { )") +
+                 std::string(clusters) + " } }");
     return Replay(log, CapCost()).report.summary.cap_time_s;
   };
   // Unnamed: index 0 = efficiency, >= 1 = performance.

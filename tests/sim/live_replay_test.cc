@@ -1,10 +1,11 @@
 // Live-mode replay end to end: a hand-written text log (requests of two classes, a SoC
 // temperature ramp) replayed against a real ari-node started here (own domain id,
 // loopback config, sensor kind SENSOR_DDS_REPLAY, stories260K).
+#include "sim/live_replay.h"
+
 #include <gtest/gtest.h>
 
 #include "sim/drive_log.h"
-#include "sim/live_replay.h"
 #include "sim/report.h"
 #include "tests/component/node_test_util.h"
 
@@ -94,8 +95,9 @@ TEST(LiveReplay, RampedLogAgainstRealNode) {
   // file, so a retuned default policy does not break the test).
   auto chunk_text = [&](size_t band) {
     const qos::Knobs& k = policy->KnobsFor(qos::Urgency::kCritical, band);
-    return "chunk " + std::to_string(k.prefill_chunk) + "/" + std::to_string(k.decode_tokens_per_chunk) +
-           ", pause " + std::to_string(k.pause_ms) + " ms";
+    return "chunk " + std::to_string(k.prefill_chunk) + "/" +
+           std::to_string(k.decode_tokens_per_chunk) + ", pause " + std::to_string(k.pause_ms) +
+           " ms";
   };
   const std::string hot_text = chunk_text(static_cast<size_t>(hot)), normal_text = chunk_text(0);
   ASSERT_NE(hot_text, normal_text);

@@ -1,10 +1,9 @@
 // ari-sim replay / cost and ari-tune end to end.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "qos/policy.h"
 #include "sim/cost_model.h"
@@ -37,8 +36,8 @@ struct CliRun {
 
 CliRun Exec(const std::filesystem::path& tool, const std::string& args) {
   const auto out = Tmp() / "stdout.txt", err = Tmp() / "stderr.txt";
-  const std::string cmd = "cd " + ari::testing::SourceDir().string() + " && " + tool.string() + " " +
-                          args + " >" + out.string() + " 2>" + err.string();
+  const std::string cmd = "cd " + ari::testing::SourceDir().string() + " && " + tool.string() +
+                          " " + args + " >" + out.string() + " 2>" + err.string();
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
 }
@@ -54,8 +53,10 @@ class ReplayCli : public ::testing::Test {
 
 TEST_F(ReplayCli, ReplayWritesReports) {
   const auto log = Tmp() / "burst.pb";
-  ASSERT_EQ(Exec(Bin("ari-sim"), "gen --scenario nav-burst-during-chat --duration 4m --seed 3 -o " +
-                                      log.string()).code, 0);
+  ASSERT_EQ(Exec(Bin("ari-sim"),
+                 "gen --scenario nav-burst-during-chat --duration 4m --seed 3 -o " + log.string())
+                .code,
+            0);
   const auto json = Tmp() / "r.json", html = Tmp() / "r.html";
   CliRun r = Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode model --json " +
                                       json.string() + " --html " + html.string());
@@ -66,12 +67,15 @@ TEST_F(ReplayCli, ReplayWritesReports) {
   EXPECT_NE(Slurp(html).find("<canvas"), std::string::npos);
   // Same log, same report bytes.
   const auto json2 = Tmp() / "r2.json";
-  ASSERT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --json " + json2.string()).code, 0);
+  ASSERT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --json " + json2.string()).code,
+            0);
   EXPECT_EQ(Slurp(json), Slurp(json2));
   // Errors: bad live-mode options (usage, before any DDS), live flags in model mode,
   // missing log. (Live mode against a real node: tests/sim/live_replay_test.cc.)
-  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode live --time-scale 0").code, 2);
-  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode live --domain 999").code, 2);
+  EXPECT_EQ(
+      Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode live --time-scale 0").code, 2);
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode live --domain 999").code,
+            2);
   EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --time-scale 2").code, 2);
   EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --mode bogus").code, 2);
   CliRun missing = Exec(Bin("ari-sim"), "replay --log /nonexistent.pb");
@@ -83,7 +87,8 @@ TEST_F(ReplayCli, CostFromBenchJson) {
   const auto bench = Tmp() / "bench.json", cost = Tmp() / "cost.json";
   std::ofstream(bench)
       << "{\"model\":\"m\",\"precision\":\"w8a16\",\"threads\":1,\"prompt\":[{\"tokens\":64,"
-         "\"tps\":{\"median\":40}},{\"tokens\":128,\"tps\":{\"median\":50}}],\"decode_tps\":{\"median\":9}}\n"
+         "\"tps\":{\"median\":40}},{\"tokens\":128,\"tps\":{\"median\":50}}],\"decode_tps\":{"
+         "\"median\":9}}\n"
          "{\"model\":\"m\",\"precision\":\"w4a8\",\"threads\":1,\"prompt\":[{\"tokens\":64,"
          "\"tps\":{\"median\":80}}],\"decode_tps\":{\"median\":18}}\n";
   CliRun r = Exec(Bin("ari-sim"), "cost " + bench.string() + " --layers 12 -o " + cost.string());
@@ -94,16 +99,22 @@ TEST_F(ReplayCli, CostFromBenchJson) {
   EXPECT_EQ(m->layers, 12);
   // The file drives a replay.
   const auto log = Tmp() / "city.pb";
-  ASSERT_EQ(Exec(Bin("ari-sim"), "gen --scenario city-commute --duration 2m -o " + log.string()).code, 0);
-  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --cost " + cost.string()).code, 0);
+  ASSERT_EQ(
+      Exec(Bin("ari-sim"), "gen --scenario city-commute --duration 2m -o " + log.string()).code, 0);
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --cost " + cost.string()).code,
+            0);
 }
 
 TEST_F(ReplayCli, TuneWritesValidPolicyAndDiff) {
   const auto log = Tmp() / "heat.pb", out = Tmp() / "tuned.textproto";
-  ASSERT_EQ(Exec(Bin("ari-sim"), "gen --scenario summer-heat-soak --duration 3m --seed 2 -o " +
-                                      log.string()).code, 0);
-  CliRun r = Exec(Bin("ari-tune"), "--logs " + log.string() + " --space config/tune_space.textproto "
-                                   "--budget 6 --seed 3 -o " + out.string());
+  ASSERT_EQ(Exec(Bin("ari-sim"),
+                 "gen --scenario summer-heat-soak --duration 3m --seed 2 -o " + log.string())
+                .code,
+            0);
+  CliRun r = Exec(Bin("ari-tune"), "--logs " + log.string() +
+                                       " --space config/tune_space.textproto "
+                                       "--budget 6 --seed 3 -o " +
+                                       out.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("Pareto table"), std::string::npos) << r.out;
   auto p = qos::LoadPolicyFile(out);
@@ -111,8 +122,12 @@ TEST_F(ReplayCli, TuneWritesValidPolicyAndDiff) {
   EXPECT_TRUE(std::filesystem::exists(out.string() + ".diff"));
   // Deterministic for a seed.
   const std::string first = Slurp(out);
-  ASSERT_EQ(Exec(Bin("ari-tune"), "--logs " + log.string() + " --space config/tune_space.textproto "
-                                  "--budget 6 --seed 3 -o " + out.string()).code, 0);
+  ASSERT_EQ(Exec(Bin("ari-tune"), "--logs " + log.string() +
+                                      " --space config/tune_space.textproto "
+                                      "--budget 6 --seed 3 -o " +
+                                      out.string())
+                .code,
+            0);
   EXPECT_EQ(Slurp(out), first);
   EXPECT_EQ(Exec(Bin("ari-tune"), "--logs " + log.string()).code, 2);  // no --space
 }

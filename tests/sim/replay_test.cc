@@ -74,8 +74,8 @@ TEST(Replay, OneCriticalRequestMatchesHandComputedTimes) {
   EXPECT_NE(q.decisions[0].knobs.find("W8A16"), std::string::npos);
   // Energy: idle power all along plus 2 busy W8A16 performance cores for 1.71 s.
   const thermal::RcParams rc;
-  EXPECT_NEAR(r->summary.energy_j,
-              rc.idle_power_w * 10.0 + 2 * rc.w8a16_power_per_core_w * 1.71, 1e-6);
+  EXPECT_NEAR(r->summary.energy_j, rc.idle_power_w * 10.0 + 2 * rc.w8a16_power_per_core_w * 1.71,
+              1e-6);
   EXPECT_GT(r->summary.peak_die_c, 40.0);
 }
 

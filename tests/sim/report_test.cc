@@ -4,12 +4,11 @@
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "sim/cost_model.h"
 #include "sim/scenarios.h"
@@ -27,7 +26,8 @@ ReplayReport MakeReport() {
   so.seed = 2;
   auto log = GenerateScenario(so);
   EXPECT_TRUE(log.has_value());
-  auto policy = qos::LoadPolicyFile(ari::testing::SourceDir() / "config" / "policy_default.textproto");
+  auto policy =
+      qos::LoadPolicyFile(ari::testing::SourceDir() / "config" / "policy_default.textproto");
   EXPECT_TRUE(policy.has_value());
   auto cost = BuiltinCostModel();
   EXPECT_TRUE(cost.has_value());
@@ -59,7 +59,8 @@ TEST(Report, JsonIsValidAndComplete) {
   EXPECT_EQ(f.at("classes").list_value().values_size(), 4);
   EXPECT_EQ(static_cast<size_t>(f.at("requests").list_value().values_size()), r.requests.size());
   const auto& req0 = f.at("requests").list_value().values(0).struct_value().fields();
-  for (const char* k : {"queue_wait_s", "ttft_s", "completion_s", "deadline_s", "decisions", "status"}) {
+  for (const char* k :
+       {"queue_wait_s", "ttft_s", "completion_s", "deadline_s", "decisions", "status"}) {
     EXPECT_TRUE(req0.contains(k)) << k;
   }
   EXPECT_EQ(f.at("log").string_value(), r.log_name);
@@ -73,7 +74,8 @@ TEST(Report, HtmlIsSelfContained) {
   EXPECT_EQ(html.find("src="), std::string::npos);
   // Exactly one script block: the data cannot close it early.
   size_t n = 0;
-  for (size_t p = html.find("</script"); p != std::string::npos; p = html.find("</script", p + 1)) ++n;
+  for (size_t p = html.find("</script"); p != std::string::npos; p = html.find("</script", p + 1))
+    ++n;
   EXPECT_EQ(n, 1u);
   EXPECT_NE(html.find("document.title = \"ok\""), std::string::npos);
 }
@@ -98,10 +100,11 @@ TEST(Report, RendersInHeadlessChromium) {
       "--headless --no-sandbox --disable-gpu --no-first-run --disable-extensions "
       "--disable-background-networking --proxy-server=127.0.0.1:9 "
       "--host-resolver-rules='MAP * ~NOTFOUND' --window-size=1200,1600 "
-      "--virtual-time-budget=5000 --user-data-dir=" + (dir / "profile").string();
+      "--virtual-time-budget=5000 --user-data-dir=" +
+      (dir / "profile").string();
   auto shot = [&](const std::filesystem::path& html, const std::filesystem::path& png) {
     return RunShell(chromium.string() + " " + flags + " --screenshot=" + png.string() + " file://" +
-               html.string() + " >/dev/null 2>&1");
+                    html.string() + " >/dev/null 2>&1");
   };
   ASSERT_EQ(shot(page, dir / "report.png"), 0);
   ASSERT_EQ(shot(blank, dir / "blank.png"), 0);
@@ -112,8 +115,8 @@ TEST(Report, RendersInHeadlessChromium) {
   EXPECT_GT(png.size(), 3 * blank_png.size()) << png.size() << " vs blank " << blank_png.size();
   // No script error: the page sets its title to "ok" only after drawing every plot.
   const auto dom = dir / "dom.html";
-  ASSERT_EQ(RunShell(chromium.string() + " " + flags + " --dump-dom file://" + page.string() + " >" +
-                dom.string() + " 2>/dev/null"),
+  ASSERT_EQ(RunShell(chromium.string() + " " + flags + " --dump-dom file://" + page.string() +
+                     " >" + dom.string() + " 2>/dev/null"),
             0);
   const std::string d = Slurp(dom);
   EXPECT_NE(d.find("<title>ok</title>"), std::string::npos) << d.substr(0, 400);
@@ -145,8 +148,8 @@ global.window = {};
 try { eval(m[1]); } catch (e) { document.title = 'error: ' + e.message; }
 console.log(document.title + ' ' + ops);
 )JS";
-  ASSERT_EQ(RunShell(node.string() + " " + stub.string() + " " + page.string() + " >" + out.string() +
-                     " 2>&1"),
+  ASSERT_EQ(RunShell(node.string() + " " + stub.string() + " " + page.string() + " >" +
+                     out.string() + " 2>&1"),
             0);
   const std::string result = Slurp(out);
   EXPECT_EQ(result.rfind("ok ", 0), 0u) << result;

@@ -42,7 +42,9 @@ inline ari::drivelog::DriveLog SampleLog(int events = 24) {
         e->mutable_soc_temperature()->set_sensor("soc-die");
         break;
       case 2: e->mutable_ambient_temperature()->set_celsius(21.5 - i * 0.05); break;
-      case 3: e->mutable_memory_available()->set_bytes((2000ull + static_cast<uint64_t>(i)) << 20); break;
+      case 3:
+        e->mutable_memory_available()->set_bytes((2000ull + static_cast<uint64_t>(i)) << 20);
+        break;
       case 4: {
         auto* c = e->mutable_cpu_frequency_cap()->add_clusters();
         c->set_cluster(1);

@@ -2,12 +2,12 @@
 // its characteristic; same seed -> same bytes; the prompt set loads.
 #include "sim/scenarios.h"
 
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
-
-#include <google/protobuf/util/message_differencer.h>
-#include <gtest/gtest.h>
 
 #include "sim/crc32.h"
 #include "sim/drive_log.h"
@@ -35,7 +35,9 @@ std::vector<std::pair<uint64_t, double>> Series(const dl::DriveLog& log, dl::Eve
     switch (kind) {
       case dl::Event::kSocTemperature: v = e.soc_temperature().celsius(); break;
       case dl::Event::kAmbientTemperature: v = e.ambient_temperature().celsius(); break;
-      case dl::Event::kMemoryAvailable: v = static_cast<double>(e.memory_available().bytes()) / kMiB; break;
+      case dl::Event::kMemoryAvailable:
+        v = static_cast<double>(e.memory_available().bytes()) / kMiB;
+        break;
       case dl::Event::kVehicleState: v = e.vehicle_state().speed_kmh(); break;
       default: break;
     }
@@ -82,11 +84,13 @@ TEST(PromptSet, ShippedFileLoadsAndMatchesBuiltin) {
 }
 
 TEST(PromptSet, ErrorsNameTheLine) {
-  auto syntax = ParsePromptSet("prompt { category: NAVIGATION text: \"a\" }\nprompt { oops }\n", "p");
+  auto syntax =
+      ParsePromptSet("prompt { category: NAVIGATION text: \"a\" }\nprompt { oops }\n", "p");
   ASSERT_FALSE(syntax);
   EXPECT_EQ(syntax.error().code, ErrorCode::kParse);
   EXPECT_NE(syntax.error().message.find("p:2:"), std::string::npos) << syntax.error().message;
-  auto semantic = ParsePromptSet("prompt { category: CHAT text: \"a\" }\n\nprompt { text: \"b\" }\n", "p");
+  auto semantic =
+      ParsePromptSet("prompt { category: CHAT text: \"a\" }\n\nprompt { text: \"b\" }\n", "p");
   ASSERT_FALSE(semantic);
   EXPECT_NE(semantic.error().message.find("p:3: prompt 1: prompt without category"),
             std::string::npos)
@@ -193,9 +197,9 @@ TEST(Scenarios, SummerHeatSoak) {
   const auto soc = Series(log, dl::Event::kSocTemperature);
   const double first_min = Mean(soc, 0, 60000);
   const double last_10min = Mean(soc, kHour - 600000, kHour + 1);
-  EXPECT_GE(first_min, 50.0);                  // soaked before the drive
-  EXPECT_GT(last_10min, first_min + 8.0);      // heats under load
-  EXPECT_GT(last_10min, 45.0 + 20.0);          // well above ambient
+  EXPECT_GE(first_min, 50.0);              // soaked before the drive
+  EXPECT_GT(last_10min, first_min + 8.0);  // heats under load
+  EXPECT_GT(last_10min, 45.0 + 20.0);      // well above ambient
 }
 
 TEST(Scenarios, MountainPassFallingAmbientSustainedLoad) {
@@ -247,7 +251,7 @@ TEST(Scenarios, MemorySqueezeWavesBelow500MB) {
     lowest = std::min(lowest, mib);
     high_samples += mib > 2000 ? 1 : 0;
   }
-  EXPECT_GE(waves, 6);   // a wave every 4..8 minutes
+  EXPECT_GE(waves, 6);  // a wave every 4..8 minutes
   EXPECT_LE(waves, 20);
   EXPECT_GE(lowest, 150.0);
   EXPECT_GT(high_samples, static_cast<int>(mem.size()) / 2);  // recovers between waves
@@ -285,7 +289,8 @@ TEST(Scenarios, CityCommuteStopsAndGoes) {
   for (const auto& e : log.event()) {
     if (!e.has_vehicle_state()) continue;
     top = std::max(top, e.vehicle_state().speed_kmh());
-    stopped_in_drive += e.vehicle_state().gear() == dl::GEAR_DRIVE && e.vehicle_state().speed_kmh() == 0;
+    stopped_in_drive +=
+        e.vehicle_state().gear() == dl::GEAR_DRIVE && e.vehicle_state().speed_kmh() == 0;
   }
   EXPECT_LE(top, 60.0);
   EXPECT_GE(stopped_in_drive, 20);
@@ -297,7 +302,8 @@ TEST(Scenarios, BadOptions) {
   EXPECT_EQ(unknown.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(unknown.error().message.find("summer-heat-soak"), std::string::npos);
   EXPECT_FALSE(GenerateScenario({.scenario = "cold-start", .duration_ms = 0}));
-  EXPECT_FALSE(GenerateScenario({.scenario = "cold-start", .duration_ms = kMaxScenarioDurationMs + 1}));
+  EXPECT_FALSE(
+      GenerateScenario({.scenario = "cold-start", .duration_ms = kMaxScenarioDurationMs + 1}));
   auto tiny = GenerateScenario({.scenario = "cold-start", .duration_ms = 1000});
   ASSERT_TRUE(tiny) << tiny.error().ToString();
   EXPECT_TRUE(ValidateDriveLog(*tiny));

@@ -1,12 +1,11 @@
 // ari-sim end to end: gen, cat, stats, error messages and exit codes.
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-
-#include <google/protobuf/util/message_differencer.h>
-#include <gtest/gtest.h>
 
 #include "sim/drive_log.h"
 #include "tests/common/test_util.h"
@@ -58,7 +57,7 @@ class SimCli : public ::testing::Test {
 TEST_F(SimCli, GenCatStats) {
   const auto pb = Tmp() / "heat.pb", txt = Tmp() / "heat.textproto";
   CliRun gen = Exec("gen --scenario summer-heat-soak --duration 5m --seed 9 -o " + pb.string() +
-                 " --text " + txt.string());
+                    " --text " + txt.string());
   ASSERT_EQ(gen.code, 0) << gen.err;
   EXPECT_NE(gen.err.find("events"), std::string::npos) << gen.err;
   auto bin = ReadDriveLog(pb);
@@ -115,7 +114,8 @@ TEST_F(SimCli, ErrorsAreOneLineWithExitCodes) {
       {"gen --scenario cold-start", 2, "give -o"},
       {"cat", 2, "usage: ari-sim cat LOG"},
       {"cat /nonexistent/log.pb", 1, "cannot open /nonexistent/log.pb"},
-      {"stats " + (ari::testing::SourceDir() / "sim" / "prompts.textproto").string(), 1, "no field named"},
+      {"stats " + (ari::testing::SourceDir() / "sim" / "prompts.textproto").string(), 1,
+       "no field named"},
   };
   for (const auto& c : cases) {
     CliRun r = Exec(c.args);

@@ -101,7 +101,8 @@ TEST(ThermalRun, SummerRampChangesBandsWithinHysteresisAndDwell) {
     const int band = BandIndex(policy, row.band);
     ASSERT_GE(band, 0) << row.band;
     // The knobs are the policy's cell for (class, band): no memory ladder here.
-    EXPECT_EQ(row.knobs, policy.knobs[static_cast<size_t>(band)][static_cast<size_t>(Rank(row.urgency))])
+    EXPECT_EQ(row.knobs,
+              policy.knobs[static_cast<size_t>(band)][static_cast<size_t>(Rank(row.urgency))])
         << "row " << i << ": " << row.reason;
     EXPECT_FALSE(row.conservative);
     EXPECT_EQ(row.band_changed, i > 0 && band != prev_band);

@@ -53,7 +53,8 @@ TEST(TuneSpace, ParameterPaths) {
   EXPECT_DOUBLE_EQ(p.thermal_bands[1].enter_c, 72);
   EXPECT_DOUBLE_EQ(p.thermal_bands[1].exit_c, 69);  // hysteresis kept
   ASSERT_TRUE(ApplyTuneParam(p, "knobs.NORMAL.*.pause_ms", "7").has_value());
-  for (size_t b = 0; b < p.knobs.size(); ++b) EXPECT_EQ(p.KnobsFor(qos::Urgency::kNormal, b).pause_ms, 7u);
+  for (size_t b = 0; b < p.knobs.size(); ++b)
+    EXPECT_EQ(p.KnobsFor(qos::Urgency::kNormal, b).pause_ms, 7u);
   ASSERT_TRUE(ApplyTuneParam(p, "knobs.CRITICAL.hot.precision", "W4A8").has_value());
   EXPECT_EQ(p.KnobsFor(qos::Urgency::kCritical, 2).precision, qos::WeightPrecision::kW4A8);
   EXPECT_EQ(*TuneParamValue(p, "knobs.CRITICAL.hot.precision"), "W4A8");
@@ -72,9 +73,10 @@ TEST(Tune, StrictlyBetterOnCraftedScenario) {
   // 0.86 s at W4A8 (met). The tuner must find W4A8 for CRITICAL.
   std::string text = "header { ambient_celsius: 25 duration_ms: 60000 }\n";
   for (int i = 0; i < 5; ++i) {
-    text += "event { t_ms: " + std::to_string(1000 + 10000 * i) + " request { request_id: " +
-            std::to_string(i + 1) +
-            " client: \"nav\" urgency: CRITICAL prompt: \"Route home\" max_tokens: 16 deadline_ms: 1200 } }\n";
+    text += "event { t_ms: " + std::to_string(1000 + 10000 * i) +
+            " request { request_id: " + std::to_string(i + 1) +
+            " client: \"nav\" urgency: CRITICAL prompt: \"Route home\" max_tokens: 16 deadline_ms: "
+            "1200 } }\n";
   }
   auto log = ParseDriveLogText(text);
   ASSERT_TRUE(log.has_value()) << log.error().message;
@@ -100,7 +102,8 @@ TEST(Tune, StrictlyBetterOnCraftedScenario) {
   EXPECT_EQ(s0.critical_misses, 5);
   EXPECT_EQ(best.critical_misses, 0);
   EXPECT_TRUE(best.BetterThan(s0, 0));
-  EXPECT_EQ(a->best_policy.KnobsFor(qos::Urgency::kCritical, 0).precision, qos::WeightPrecision::kW4A8);
+  EXPECT_EQ(a->best_policy.KnobsFor(qos::Urgency::kCritical, 0).precision,
+            qos::WeightPrecision::kW4A8);
   // The best policy is valid policy text and scores the same after a round trip.
   auto reparsed = qos::ParsePolicyText(qos::PolicyToText(a->best_policy), "best");
   ASSERT_TRUE(reparsed.has_value()) << reparsed.error().ToString();

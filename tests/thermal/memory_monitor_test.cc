@@ -52,9 +52,11 @@ TEST_F(FakeTree, CgroupV2LimitFromProcSelfCgroup) {
   Write("proc/self/cgroup", "0::/ari.slice/node\n");
   Write("sys/fs/cgroup/ari.slice/node/memory.max", "1073741824\n");
   Write("sys/fs/cgroup/ari.slice/node/memory.current", "900000000\n");
-  Write("sys/fs/cgroup/ari.slice/node/memory.stat", "anon 500000000\nfile 400000000\ninactive_file 300000000\n");
+  Write("sys/fs/cgroup/ari.slice/node/memory.stat",
+        "anon 500000000\nfile 400000000\ninactive_file 300000000\n");
   Write("sys/fs/cgroup/ari.slice/node/memory.pressure",
-        "some avg10=12.50 avg60=3.00 avg300=1.00 total=123\nfull avg10=4.25 avg60=1.00 avg300=0.00 total=9\n");
+        "some avg10=12.50 avg60=3.00 avg300=1.00 total=123\nfull avg10=4.25 avg60=1.00 avg300=0.00 "
+        "total=9\n");
   auto mon = MemoryMonitor::Create(Opts(root_));
   ASSERT_TRUE(mon);
   EXPECT_EQ(mon->cgroup_version(), CgroupVersion::kV2);
@@ -62,7 +64,7 @@ TEST_F(FakeTree, CgroupV2LimitFromProcSelfCgroup) {
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->has_cgroup_limit);
   EXPECT_EQ(r->cgroup_limit_bytes, 1073741824u);
-  EXPECT_EQ(r->cgroup_usage_bytes, 600000000u);  // current - inactive_file
+  EXPECT_EQ(r->cgroup_usage_bytes, 600000000u);             // current - inactive_file
   EXPECT_EQ(r->available_bytes, 1073741824u - 600000000u);  // below MemAvailable
   EXPECT_TRUE(r->has_psi);
   EXPECT_DOUBLE_EQ(r->psi_some_avg10, 12.5);
@@ -89,8 +91,9 @@ TEST_F(FakeTree, CgroupV1WithLimitAndSystemPsi) {
   Write("sys/fs/cgroup/memory/process_api/abc/memory.usage_in_bytes", "500000000\n");
   Write("sys/fs/cgroup/memory/process_api/abc/memory.stat",
         "cache 1\ninactive_file 7\ntotal_inactive_file 100000000\n");
-  Write("proc/pressure/memory", "some avg10=0.50 avg60=0.00 avg300=0.00 total=0\n"
-                                "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+  Write("proc/pressure/memory",
+        "some avg10=0.50 avg60=0.00 avg300=0.00 total=0\n"
+        "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
   auto mon = MemoryMonitor::Create(Opts(root_));
   ASSERT_TRUE(mon);
   EXPECT_EQ(mon->cgroup_version(), CgroupVersion::kV1);

@@ -45,8 +45,7 @@ inline void GroupDots(const std::byte* nibbles, const BlockQ8A* const* xt, int64
   }
 }
 
-void GemvW4A8Dotprod(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
-                     int64_t r1) {
+void GemvW4A8Dotprod(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   const BlockQ8A* xt[1] = {x};
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
@@ -91,8 +90,13 @@ struct W4BlockTiles : NeonW4A8Tiles {
 }  // namespace
 
 namespace dotprod {
-void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) { GemvW4A8Dotprod(w, x, y, r0, r1); }
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1); }
+void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
+  GemvW4A8Dotprod(w, x, y, r0, r1);
+}
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
+              int64_t ldy, int64_t r0, int64_t r1) {
+  GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1);
+}
 }  // namespace dotprod
 
 }  // namespace ari::runtime::kernels::internal

@@ -27,15 +27,16 @@ inline int8x16_t Zip2(int8x16_t a, int8x16_t b) {
 }
 
 // One row block (8 rows) against tokens x0, x1 over all groups: acc[token][half].
-void W4PairBlock(const std::byte* block, int64_t groups, const BlockQ8A* x0,
-                 const BlockQ8A* x1, float32x4_t acc[2][2]) {
+void W4PairBlock(const std::byte* block, int64_t groups, const BlockQ8A* x0, const BlockQ8A* x1,
+                 float32x4_t acc[2][2]) {
   acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = vdupq_n_f32(0.0f);
   const uint8x16_t mask = vdupq_n_u8(0x0f);
   const std::byte* tile = block;
   for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
     // Activation operand per 8-quant chunk c: token 0's 8 bytes, then token 1's.
     int8x16_t act[4];
-    for (int c = 0; c < 4; ++c) act[c] = vcombine_s8(vld1_s8(x0[g].qs + 8 * c), vld1_s8(x1[g].qs + 8 * c));
+    for (int c = 0; c < 4; ++c)
+      act[c] = vcombine_s8(vld1_s8(x0[g].qs + 8 * c), vld1_s8(x1[g].qs + 8 * c));
     float32x4_t dw[2];
     LoadScales(tile, &dw[0], &dw[1]);
     const auto* p = reinterpret_cast<const uint8_t*>(tile + 16);
@@ -87,7 +88,10 @@ struct W4PairBlockTiles : NeonW4A8Tiles {
 }  // namespace
 
 namespace i8mm {
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowBlockTiles<W4PairBlockTiles>(w, x, ldx, n, y, ldy, r0, r1); }
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
+              int64_t ldy, int64_t r0, int64_t r1) {
+  GemmRowBlockTiles<W4PairBlockTiles>(w, x, ldx, n, y, ldy, r0, r1);
+}
 }  // namespace i8mm
 
 }  // namespace ari::runtime::kernels::internal

@@ -47,8 +47,7 @@ inline void LoadQ8x8(const std::byte* p, float32x4_t* w0, float32x4_t* w1) {
 
 // ---------------------------------------------------------------- W8A16
 
-void GemvW8A16Neon(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
-                   int64_t r1) {
+void GemvW8A16Neon(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* tile = w.data + b * groups * kW8TileBytes;
@@ -147,8 +146,7 @@ inline void UnpackW4(const std::byte* nibbles, W4Tile* t) {
 }
 
 // Exact per-row group dots for rows 4h .. 4h+3 (one int32 lane per row).
-inline int32x4_t DotHalf(const W4Tile& t, int h, const int8x16_t a_lo[4],
-                         const int8x16_t a_hi[4]) {
+inline int32x4_t DotHalf(const W4Tile& t, int h, const int8x16_t a_lo[4], const int8x16_t a_hi[4]) {
   int16x8_t p01 = vmull_s8(vget_low_s8(t.lo[0][h]), vget_low_s8(a_lo[0]));  // rows 0, 1
   int16x8_t p23 = vmull_high_s8(t.lo[0][h], a_lo[0]);                       // rows 2, 3
   p01 = vmlal_s8(p01, vget_low_s8(t.hi[0][h]), vget_low_s8(a_hi[0]));
@@ -169,8 +167,7 @@ inline void LoadActQuads(const BlockQ8A& a, int8x16_t a_lo[4], int8x16_t a_hi[4]
   }
 }
 
-void GemvW4A8Neon(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
-                  int64_t r1) {
+void GemvW4A8Neon(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* tile = w.data + b * groups * kW4TileBytes;
@@ -219,10 +216,20 @@ struct W4BlockTiles : NeonW4A8Tiles {
 }  // namespace
 
 namespace neon {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) { GemvW8A16Neon(w, x, y, r0, r1); }
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowPairTiles<W8PairTiles>(w, x, ldx, n, y, ldy, r0, r1); }
-void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) { GemvW4A8Neon(w, x, y, r0, r1); }
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1); }
+void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
+  GemvW8A16Neon(w, x, y, r0, r1);
+}
+void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+               int64_t ldy, int64_t r0, int64_t r1) {
+  GemmRowPairTiles<W8PairTiles>(w, x, ldx, n, y, ldy, r0, r1);
+}
+void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
+  GemvW4A8Neon(w, x, y, r0, r1);
+}
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
+              int64_t ldy, int64_t r0, int64_t r1) {
+  GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1);
+}
 }  // namespace neon
 
 }  // namespace ari::runtime::kernels::internal

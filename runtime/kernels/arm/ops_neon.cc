@@ -141,7 +141,8 @@ void SwiGluNeon(const float* gate, const float* up, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) vst1q_f32(out + i, SwiGlu4(vld1q_f32(gate + i), vld1q_f32(up + i)));
   if (i < n) {
-    StoreTail(out + i, n - i, SwiGlu4(LoadTail(gate + i, n - i, 0.0f), LoadTail(up + i, n - i, 0.0f)));
+    StoreTail(out + i, n - i,
+              SwiGlu4(LoadTail(gate + i, n - i, 0.0f), LoadTail(up + i, n - i, 0.0f)));
   }
 }
 
@@ -197,14 +198,13 @@ float Dot(const float* q, const T* k, int64_t d) {
 }
 
 template <class T>
-void AttnScoresNeon(const float* q, const T* k, int64_t ldk, int64_t d, int64_t nt,
-                    float scale, float* out) {
+void AttnScoresNeon(const float* q, const T* k, int64_t ldk, int64_t d, int64_t nt, float scale,
+                    float* out) {
   for (int64_t t = 0; t < nt; ++t) out[t] = Dot(q, k + t * ldk, d) * scale;
 }
 
 template <class T>
-void AttnValuesNeon(const float* p, const T* v, int64_t ldv, int64_t d, int64_t nt,
-                    float* out) {
+void AttnValuesNeon(const float* p, const T* v, int64_t ldv, int64_t d, int64_t nt, float* out) {
   int64_t i = 0;
   for (; i + 16 <= d; i += 16) {
     float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
@@ -240,13 +240,28 @@ void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out) { QuantizeQ8ANeon(x, 
 void ConvertF16(const float* x, int64_t n, uint16_t* out) { ConvertF16Neon(x, n, out); }
 void ConvertBf16(const float* x, int64_t n, uint16_t* out) { ConvertBf16Neon(x, n, out); }
 float SumSquares(const float* x, int64_t n) { return SumSquaresNeon(x, n); }
-void ScaleMul(const float* x, const float* w, float s, int64_t n, float* out) { ScaleMulNeon(x, w, s, n, out); }
-void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluNeon(gate, up, n, out); }
-void AttnScoresF16(const float* q, const uint16_t* k, int64_t ldk, int64_t d, int64_t nt, float scale, float* out) { AttnScoresNeon<uint16_t>(q, k, ldk, d, nt, scale, out); }
-void AttnScoresF32(const float* q, const float* k, int64_t ldk, int64_t d, int64_t nt, float scale, float* out) { AttnScoresNeon<float>(q, k, ldk, d, nt, scale, out); }
+void ScaleMul(const float* x, const float* w, float s, int64_t n, float* out) {
+  ScaleMulNeon(x, w, s, n, out);
+}
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  SwiGluNeon(gate, up, n, out);
+}
+void AttnScoresF16(const float* q, const uint16_t* k, int64_t ldk, int64_t d, int64_t nt,
+                   float scale, float* out) {
+  AttnScoresNeon<uint16_t>(q, k, ldk, d, nt, scale, out);
+}
+void AttnScoresF32(const float* q, const float* k, int64_t ldk, int64_t d, int64_t nt, float scale,
+                   float* out) {
+  AttnScoresNeon<float>(q, k, ldk, d, nt, scale, out);
+}
 void Softmax(float* x, int64_t n) { SoftmaxNeon(x, n); }
-void AttnValuesF16(const float* p, const uint16_t* v, int64_t ldv, int64_t d, int64_t nt, float* out) { AttnValuesNeon<uint16_t>(p, v, ldv, d, nt, out); }
-void AttnValuesF32(const float* p, const float* v, int64_t ldv, int64_t d, int64_t nt, float* out) { AttnValuesNeon<float>(p, v, ldv, d, nt, out); }
+void AttnValuesF16(const float* p, const uint16_t* v, int64_t ldv, int64_t d, int64_t nt,
+                   float* out) {
+  AttnValuesNeon<uint16_t>(p, v, ldv, d, nt, out);
+}
+void AttnValuesF32(const float* p, const float* v, int64_t ldv, int64_t d, int64_t nt, float* out) {
+  AttnValuesNeon<float>(p, v, ldv, d, nt, out);
+}
 }  // namespace neon
 
 }  // namespace ari::runtime::kernels::internal

@@ -66,15 +66,14 @@ inline void W4Tile(const std::byte* block, int64_t groups, const BlockQ8A* const
         s[t] = v == 0 ? p : _mm256_add_epi16(s[t], p);
       }
     }
-    const __m256 dw =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       const BlockQ8A& a = xt[t][g];
-      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[t], ones),
-                                            _mm256_set1_epi32(8 * a.sum));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                               _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc[t]);
+      const __m256i isum =
+          _mm256_sub_epi32(_mm256_madd_epi16(s[t], ones), _mm256_set1_epi32(8 * a.sum));
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc[t]);
     }
   }
 }
@@ -85,6 +84,8 @@ inline void W4Tile(const std::byte* block, int64_t groups, const BlockQ8A* const
 // ymm12/13 lo/hi nibbles (ymm12 = row scales after the nibbles), ymm0-3 int16 partial sums
 // (then int32 / fp32 group dots), ymm4-7 fp32 accumulators, ymm8-11 temporaries.
 // BlockQ8A: d at +0, sum at +4, qs at +8.
+// The inline-assembly strings stay one instruction per line:
+// clang-format off
 #define ARI_W4_PAIR(V, T, A, TA, TB)                                   \
   "vpbroadcastd " #V "*4+8(%[" #A "],%[off]), %%ymm" #TA "\n\t"        \
   "vpbroadcastd " #V "*4+24(%[" #A "],%[off]), %%ymm" #TB "\n\t"       \
@@ -224,6 +225,7 @@ void W4Tile6Asm(const std::byte* block, int64_t groups, const BlockQ8A* const* x
 #undef ARI_W4_UNPACK
 #undef ARI_W4_V
 #undef ARI_W4_FINISH
+// clang-format on
 
 // The micro-kernel of the driver (gemm_driver.h, row blocks): tiles of 6 tokens while at
 // least 6 remain, then 4 (both assembly), then the 1-3 token tail (intrinsics).

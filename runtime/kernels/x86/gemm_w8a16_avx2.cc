@@ -15,15 +15,15 @@
 // (exact fp32 stores), so the per-(row, token) sequence is unchanged.
 #include <immintrin.h>
 
-#include "runtime/kernels/x86/avx2_common.h"
 #include "runtime/kernels/kernel_tiers.h"
+#include "runtime/kernels/x86/avx2_common.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
 
-constexpr int kTokens = 6;                  // tokens per tile
-constexpr int64_t kSliceGroups = 16;        // K slice: 16 groups = 512 activations
-constexpr int64_t kMaxChunkBlocks = 16;     // row blocks per chunk (accumulator buffer)
+constexpr int kTokens = 6;               // tokens per tile
+constexpr int64_t kSliceGroups = 16;     // K slice: 16 groups = 512 activations
+constexpr int64_t kMaxChunkBlocks = 16;  // row blocks per chunk (accumulator buffer)
 constexpr int64_t kChunkWeightBytes = int64_t{256} * 1024;
 
 // Row i of the row block whose group-g0 tile is `tile`, over `ng` groups, against NT tokens
@@ -72,8 +72,7 @@ void W8Tile(const PackedMatrix& w, const uint16_t* x, int64_t ldx, float* y, int
       for (int t = 0; t < NT; ++t) {
         acc[t] = gs == 0 ? _mm256_setzero_ps() : _mm256_load_ps(ab + int64_t{8} * t);
       }
-      const std::byte* tile =
-          w.data + (r / kRowInterleave) * block_bytes + gs * kW8TileBytes;
+      const std::byte* tile = w.data + (r / kRowInterleave) * block_bytes + gs * kW8TileBytes;
       W8Row<NT>(tile, static_cast<int>(r % kRowInterleave), ng, xs, acc);
       for (int t = 0; t < NT; ++t) _mm256_store_ps(ab + int64_t{8} * t, acc[t]);
     }
@@ -84,10 +83,10 @@ void W8Tile(const PackedMatrix& w, const uint16_t* x, int64_t ldx, float* y, int
   }
 }
 
-void GemmW8A16Sliced(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n,
-                     float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void GemmW8A16Sliced(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+                     int64_t ldy, int64_t r0, int64_t r1) {
   if (r0 >= r1 || n <= 0) return;
-  alignas(32) float xs[kSliceGroups * kTokens * kGroup];                 // 12 KiB
+  alignas(32) float xs[kSliceGroups * kTokens * kGroup];                     // 12 KiB
   alignas(32) float accbuf[kMaxChunkBlocks * kRowInterleave * kTokens * 8];  // 24 KiB
   const int64_t block_bytes = Groups(w.cols) * kW8TileBytes;
   const int64_t chunk_rows =

@@ -2,8 +2,8 @@
 // scalar_matmul.cc for the arithmetic they implement).
 //
 // W8A16: per row and group, 8 fp32 lanes form s = sum q * x (mul, then 3 fma in element
-//   order), then acc = fma(s, d, acc) over groups, then a fixed horizontal sum; GEMV and GEMM use the same per-(row, token) operation sequence,
-//   so GEMM output is bit-identical to N GEMVs.
+//   order), then acc = fma(s, d, acc) over groups, then a fixed horizontal sum; GEMV and GEMM use
+//   the same per-(row, token) operation sequence, so GEMM output is bit-identical to N GEMVs.
 // W4A8: per row block and group, maddubs (u8 weights x s8 activations) over broadcast 4-byte
 //   activation quads gives, per row, the exact group dot in one int32 lane; then
 //   fma(float(isum - 8 sum), d_w * d_a, acc): bit-identical to the scalar reference.
@@ -14,8 +14,8 @@
 
 #include <cstring>
 
-#include "runtime/kernels/x86/avx2_common.h"
 #include "runtime/kernels/kernel_tiers.h"
+#include "runtime/kernels/x86/avx2_common.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
@@ -34,8 +34,7 @@ inline __m256 LoadF16x8(const uint16_t* p) {
 // and broadcast per row).
 inline __m256 Lane(__m256 v, int i) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i)); }
 
-void GemvW8A16Avx2(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
-                   int64_t r1) {
+void GemvW8A16Avx2(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* tile = w.data + b * groups * kW8TileBytes;
@@ -102,8 +101,7 @@ inline __m256 LoadScales(const std::byte* tile) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
 }
 
-void GemvW4A8Avx2(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
-                  int64_t r1) {
+void GemvW4A8Avx2(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* tile = w.data + b * groups * kW4TileBytes;
@@ -124,9 +122,13 @@ void GemvW4A8Avx2(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0
 }  // namespace
 
 namespace avx2 {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) { GemvW8A16Avx2(w, x, y, r0, r1); }
+void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
+  GemvW8A16Avx2(w, x, y, r0, r1);
+}
 // GemmW8A16: runtime/kernels/x86/gemm_w8a16_avx2.cc
-void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) { GemvW4A8Avx2(w, x, y, r0, r1); }
+void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
+  GemvW4A8Avx2(w, x, y, r0, r1);
+}
 // GemmW4A8: runtime/kernels/x86/gemm_w4a8_avx2.cc
 }  // namespace avx2
 

@@ -38,8 +38,7 @@ inline __m512 ScaleF16(const std::byte* p) { return _mm512_set1_ps(_cvtsh_ss(Loa
 
 // ---------------------------------------------------------------- W8A16
 
-void GemvW8A16Avx512(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
-                     int64_t r1) {
+void GemvW8A16Avx512(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* tile = w.data + b * groups * kW8TileBytes;
@@ -117,8 +116,8 @@ inline __m512i Pair(int a, int b) {
 inline __m256i DotW4(const __m512i lo[2], const __m512i hi[2], const BlockQ8A& a) {
   const __m512i av =
       _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
-  __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0],
-                                  _mm512_permutexvar_epi32(Pair(0, 1), av));
+  __m512i s =
+      _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], _mm512_permutexvar_epi32(Pair(0, 1), av));
   s = _mm512_dpbusd_epi32(s, lo[1], _mm512_permutexvar_epi32(Pair(2, 3), av));
   s = _mm512_dpbusd_epi32(s, hi[0], _mm512_permutexvar_epi32(Pair(4, 5), av));
   s = _mm512_dpbusd_epi32(s, hi[1], _mm512_permutexvar_epi32(Pair(6, 7), av));
@@ -135,8 +134,7 @@ inline __m256 LoadScales(const std::byte* tile) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
 }
 
-void GemvW4A8Avx512(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
-                    int64_t r1) {
+void GemvW4A8Avx512(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* tile = w.data + b * groups * kW4TileBytes;
@@ -176,10 +174,20 @@ struct W4BlockTiles : Avx2W4A8Tiles {
 }  // namespace
 
 namespace avx512 {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) { GemvW8A16Avx512(w, x, y, r0, r1); }
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowPairTiles<W8PairTiles>(w, x, ldx, n, y, ldy, r0, r1); }
-void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) { GemvW4A8Avx512(w, x, y, r0, r1); }
-void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) { GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1); }
+void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
+  GemvW8A16Avx512(w, x, y, r0, r1);
+}
+void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+               int64_t ldy, int64_t r0, int64_t r1) {
+  GemmRowPairTiles<W8PairTiles>(w, x, ldx, n, y, ldy, r0, r1);
+}
+void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
+  GemvW4A8Avx512(w, x, y, r0, r1);
+}
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
+              int64_t ldy, int64_t r0, int64_t r1) {
+  GemmRowBlockTiles<W4BlockTiles>(w, x, ldx, n, y, ldy, r0, r1);
+}
 }  // namespace avx512
 
 }  // namespace ari::runtime::kernels::internal

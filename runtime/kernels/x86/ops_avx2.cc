@@ -3,9 +3,9 @@
 
 #include <cstring>
 
+#include "runtime/core/tensor_types.h"
 #include "runtime/kernels/kernel_tiers.h"
 #include "runtime/kernels/x86/simd_exp_avx2.h"
-#include "runtime/core/tensor_types.h"
 
 namespace ari::runtime::kernels::internal {
 namespace {
@@ -43,16 +43,17 @@ void QuantizeQ8AAvx2(const float* x, int64_t n, BlockQ8A* out) {
     const float* xg = x + g * kGroup;
     __m256 v[4];
     for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(xg + int64_t{8} * c);
-    const __m256 m = _mm256_max_ps(
-        _mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-        _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    const __m256 m =
+        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
     const float amax = HmaxPs(m);
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const __m256 idv = _mm256_set1_ps(id);
     __m256i q[4];
     for (int c = 0; c < 4; ++c) q[c] = _mm256_cvtps_epi32(_mm256_mul_ps(v[c], idv));  // RNE
-    const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    const __m256i sum =
+        _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
     const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
     const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
@@ -86,7 +87,8 @@ void ConvertBf16Avx2(const float* x, int64_t n, uint16_t* out) {
       const __m256 v = _mm256_loadu_ps(x + i + int64_t{8} * h);
       const __m256i u = _mm256_castps_si256(v);
       const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-      const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, bias), lsb), 16);
+      const __m256i rounded =
+          _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, bias), lsb), 16);
       const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet);
       const __m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
       r[h] = _mm256_blendv_epi8(rounded, nan, _mm256_castps_si256(is_nan));
@@ -115,8 +117,8 @@ void ScaleMulAvx2(const float* x, const float* w, float s, int64_t n, float* out
   const __m256 sv = _mm256_set1_ps(s);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv),
-                                            _mm256_loadu_ps(w + i)));
+    _mm256_storeu_ps(
+        out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(w + i)));
   }
   for (; i < n; ++i) out[i] = x[i] * s * w[i];
 }
@@ -159,7 +161,8 @@ void SoftmaxAvx2(float* x, int64_t n) {
     sv = _mm256_add_ps(sv, e);
   }
   const __m256 inv = _mm256_set1_ps(1.0f / HsumPs(sv));
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
   const float invs = _mm256_cvtss_f32(inv);
   for (; i < n; ++i) x[i] *= invs;
 }
@@ -189,14 +192,13 @@ float Dot(const float* q, const T* k, int64_t d) {
 }
 
 template <class T>
-void AttnScoresAvx2(const float* q, const T* k, int64_t ldk, int64_t d, int64_t nt,
-                    float scale, float* out) {
+void AttnScoresAvx2(const float* q, const T* k, int64_t ldk, int64_t d, int64_t nt, float scale,
+                    float* out) {
   for (int64_t t = 0; t < nt; ++t) out[t] = Dot(q, k + t * ldk, d) * scale;
 }
 
 template <class T>
-void AttnValuesAvx2(const float* p, const T* v, int64_t ldv, int64_t d, int64_t nt,
-                    float* out) {
+void AttnValuesAvx2(const float* p, const T* v, int64_t ldv, int64_t d, int64_t nt, float* out) {
   int64_t i = 0;
   for (; i + 32 <= d; i += 32) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -215,7 +217,8 @@ void AttnValuesAvx2(const float* p, const T* v, int64_t ldv, int64_t d, int64_t 
   }
   for (; i + 8 <= d; i += 8) {
     __m256 a = _mm256_setzero_ps();
-    for (int64_t t = 0; t < nt; ++t) a = _mm256_fmadd_ps(_mm256_set1_ps(p[t]), Load8(v + t * ldv + i), a);
+    for (int64_t t = 0; t < nt; ++t)
+      a = _mm256_fmadd_ps(_mm256_set1_ps(p[t]), Load8(v + t * ldv + i), a);
     _mm256_storeu_ps(out + i, a);
   }
   for (; i < d; ++i) {
@@ -232,13 +235,28 @@ void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out) { QuantizeQ8AAvx2(x, 
 void ConvertF16(const float* x, int64_t n, uint16_t* out) { ConvertF16Avx2(x, n, out); }
 void ConvertBf16(const float* x, int64_t n, uint16_t* out) { ConvertBf16Avx2(x, n, out); }
 float SumSquares(const float* x, int64_t n) { return SumSquaresAvx2(x, n); }
-void ScaleMul(const float* x, const float* w, float s, int64_t n, float* out) { ScaleMulAvx2(x, w, s, n, out); }
-void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluAvx2(gate, up, n, out); }
-void AttnScoresF16(const float* q, const uint16_t* k, int64_t ldk, int64_t d, int64_t nt, float scale, float* out) { AttnScoresAvx2<uint16_t>(q, k, ldk, d, nt, scale, out); }
-void AttnScoresF32(const float* q, const float* k, int64_t ldk, int64_t d, int64_t nt, float scale, float* out) { AttnScoresAvx2<float>(q, k, ldk, d, nt, scale, out); }
+void ScaleMul(const float* x, const float* w, float s, int64_t n, float* out) {
+  ScaleMulAvx2(x, w, s, n, out);
+}
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  SwiGluAvx2(gate, up, n, out);
+}
+void AttnScoresF16(const float* q, const uint16_t* k, int64_t ldk, int64_t d, int64_t nt,
+                   float scale, float* out) {
+  AttnScoresAvx2<uint16_t>(q, k, ldk, d, nt, scale, out);
+}
+void AttnScoresF32(const float* q, const float* k, int64_t ldk, int64_t d, int64_t nt, float scale,
+                   float* out) {
+  AttnScoresAvx2<float>(q, k, ldk, d, nt, scale, out);
+}
 void Softmax(float* x, int64_t n) { SoftmaxAvx2(x, n); }
-void AttnValuesF16(const float* p, const uint16_t* v, int64_t ldv, int64_t d, int64_t nt, float* out) { AttnValuesAvx2<uint16_t>(p, v, ldv, d, nt, out); }
-void AttnValuesF32(const float* p, const float* v, int64_t ldv, int64_t d, int64_t nt, float* out) { AttnValuesAvx2<float>(p, v, ldv, d, nt, out); }
+void AttnValuesF16(const float* p, const uint16_t* v, int64_t ldv, int64_t d, int64_t nt,
+                   float* out) {
+  AttnValuesAvx2<uint16_t>(p, v, ldv, d, nt, out);
+}
+void AttnValuesF32(const float* p, const float* v, int64_t ldv, int64_t d, int64_t nt, float* out) {
+  AttnValuesAvx2<float>(p, v, ldv, d, nt, out);
+}
 }  // namespace avx2
 
 }  // namespace ari::runtime::kernels::internal
