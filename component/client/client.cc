@@ -1,25 +1,14 @@
-#include "component/client/client.h"
-
-#include <chrono>
+// ClientCore: the participant, endpoints and dispatch thread behind a Client (client_core.h).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <thread>
-#include <unordered_map>
+
+#include "component/client/client_core.h"
 
 namespace ari::component {
 
-struct StreamState {
-  std::string request_id;
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::deque<ari_TokenChunk> queue;
-  bool node_lost = false;
-  bool closed = false;  // client shut down
-  uint32_t next_seq = 0;
-  uint32_t gaps = 0;
-};
+using internal::WaitUntil;
 
 namespace {
 
@@ -36,16 +25,6 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-template <class Pred>
-bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-               dds::Duration timeout, Pred pred) {
-  if (timeout == dds::Duration::max() || timeout.count() < 0) {
-    cv.wait(lock, pred);
-    return true;
-  }
-  return cv.wait_for(lock, timeout, pred);
-}
-
 // dds::kIceoryxSettle; ARI_ICEORYX_SETTLE_MS overrides it (diagnosis only: 0 brings
 // the start-up race back, see docs/interface.md "Shared memory").
 dds::Duration IceoryxSettle() {
@@ -58,63 +37,6 @@ dds::Duration IceoryxSettle() {
 }
 
 }  // namespace
-
-// ------------------------------------------------------------------ core
-class ClientCore {
- public:
-  static Result<std::shared_ptr<ClientCore>> Create(std::shared_ptr<dds::Domain> domain,
-                                                    const ClientOptions& options);
-  ClientCore() = default;
-  ClientCore(const ClientCore&) = delete;
-  ClientCore& operator=(const ClientCore&) = delete;
-  ~ClientCore() { Shutdown(); }
-  void Shutdown();
-  Result<Stream> Ask(std::shared_ptr<ClientCore> self, const AskParams& params);
-  Result<void> Cancel(std::string_view request_id);
-  void Forget(const std::string& request_id);
-  Result<void> WaitMatched();
-
-  ClientOptions options_;
-  dds::Participant participant_;
-  dds::Topic request_topic_, chunk_topic_, cancel_topic_, status_topic_;
-  dds::Writer request_writer_, cancel_writer_;
-  dds::Reader chunk_reader_, status_reader_;
-  dds::ReadCondition chunk_cond_, status_cond_;
-  dds::GuardCondition stop_guard_;
-  dds::WaitSet waitset_;
-  std::thread thread_;
-
-  std::mutex write_mutex_;  // request scratch + id counter + match waitset
-  ari_Request request_scratch_{};
-  uint64_t counter_ = 0;
-  uint64_t random_seed_ = 0;
-
-  mutable std::mutex mutex_;  // streams_, view_, closed_
-  std::condition_variable view_cv_;
-  std::unordered_map<std::string, std::shared_ptr<StreamState>> streams_;
-  NodeView view_;
-  bool closed_ = false;
-  // Participant of the node that most recently became alive / published its status:
-  // Ask sends only when that node's request reader and chunk writer are matched (a
-  // dead node's endpoints stay matched until its participant lease expires).
-  std::optional<dds_guid_t> node_participant_;
-  uint64_t events_ = 0;  // bumped on every match/liveliness/status event
-  // Shared memory: when the current node's endpoints were first seen matched (see
-  // dds::kIceoryxSettle); requests wait until the iceoryx connections are up.
-  std::optional<dds_guid_t> settle_node_;
-  std::chrono::steady_clock::time_point settle_since_{};
-
- private:
-  void Dispatch();
-  void OnChunks();
-  void OnStatus();
-  void OnLiveliness();
-  void OnMatched();
-  bool NodeReady();
-  // Under shared memory: records when the current node was first seen matched and
-  // returns when iceoryx has surely connected (that time + kIceoryxSettle).
-  std::chrono::steady_clock::time_point IceoryxReadyAt();
-};
 
 Result<std::shared_ptr<ClientCore>> ClientCore::Create(std::shared_ptr<dds::Domain> domain,
                                                        const ClientOptions& options) {
@@ -394,154 +316,5 @@ void ClientCore::Forget(const std::string& request_id) {
   dds::CopyFixed(request_id, key.request_id);
   (void)request_writer_.Unregister(&key);
 }
-
-// ------------------------------------------------------------------ stream
-Stream::Stream(std::shared_ptr<ClientCore> core, std::shared_ptr<StreamState> state)
-    : core_(std::move(core)), state_(std::move(state)) {}
-
-Stream::Stream(Stream&& o) noexcept
-    : core_(std::move(o.core_)),
-      state_(std::move(o.state_)),
-      error_(std::move(o.error_)),
-      done_(o.done_) {}
-
-Stream::~Stream() {
-  if (core_ && state_ && !done_) core_->Forget(state_->request_id);
-}
-
-const std::string& Stream::request_id() const { return state_->request_id; }
-
-bool Stream::finished() const { return done_; }
-
-Result<ari_TokenChunk> Stream::Next(dds::Duration timeout) {
-  if (done_ || !state_) return MakeError(ErrorCode::kClosed, "stream already finished");
-  std::unique_lock<std::mutex> lock(state_->mutex);
-  WaitUntil(state_->cv, lock, timeout,
-            [&] { return !state_->queue.empty() || state_->node_lost || state_->closed; });
-  if (!state_->queue.empty()) {
-    ari_TokenChunk c = state_->queue.front();
-    state_->queue.pop_front();
-    if (c.sequence_number > state_->next_seq) state_->gaps += c.sequence_number - state_->next_seq;
-    state_->next_seq = c.sequence_number + 1;
-    if (c.terminal) {
-      done_ = true;
-      error_ = TerminalError(c);
-      lock.unlock();
-      core_->Forget(state_->request_id);  // end the request instance now
-    }
-    return c;
-  }
-  if (state_->node_lost) {
-    error_ = Error{ErrorCode::kNodeLost,
-                   "node liveliness lost during request " + state_->request_id, 0, -1};
-  } else if (state_->closed) {
-    error_ = Error{ErrorCode::kClosed, "client shut down", 0, -1};
-  } else {
-    return MakeError(ErrorCode::kTimeout, "no chunk for " + state_->request_id + " in time");
-  }
-  done_ = true;
-  lock.unlock();
-  core_->Forget(state_->request_id);  // a restarted node must not get it again
-  return std::unexpected(*error_);
-}
-
-Result<StreamSummary> Stream::Wait(const std::function<void(const ari_TokenChunk&)>& on_chunk,
-                                   dds::Duration timeout) {
-  using Clock = std::chrono::steady_clock;
-  const bool forever = timeout == dds::Duration::max() || timeout.count() < 0;
-  const auto until = forever ? Clock::time_point::max() : Clock::now() + timeout;
-  StreamSummary sum;
-  for (;;) {
-    const dds::Duration left =
-        forever ? dds::Duration::max()
-                : std::max(dds::Duration::zero(), dds::Duration(until - Clock::now()));
-    auto c = Next(left);
-    if (!c) return std::unexpected(c.error());
-    if (on_chunk) on_chunk(*c);
-    ++sum.chunks;
-    sum.text.append(c->text, std::min<uint32_t>(c->text_len, ari_kChunkTextLen));
-    sum.tokens.insert(sum.tokens.end(), c->token_ids,
-                      c->token_ids + std::min<uint32_t>(c->n_tokens, ari_kChunkMaxTokens));
-    if (c->terminal) {
-      std::memcpy(&sum.status, &c->status, sizeof sum.status);  // no enum load of wire data
-      sum.timing = c->timing;
-      sum.message = std::string(dds::FixedView(c->message));
-      {
-        std::lock_guard<std::mutex> lock(state_->mutex);
-        sum.gaps = state_->gaps;
-      }
-      if (error_) return std::unexpected(*error_);
-      return sum;
-    }
-  }
-}
-
-void Stream::Iterator::Advance() {
-  if (stream_ == nullptr) return;
-  if (stream_->finished()) {
-    stream_ = nullptr;
-    return;
-  }
-  auto c = stream_->Next();
-  if (!c) {
-    stream_ = nullptr;
-    return;
-  }
-  chunk_ = *c;
-}
-
-// ------------------------------------------------------------------ client
-Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  auto domain = dds::Domain::Create(options.domain);
-  if (!domain) return std::unexpected(domain.error());
-  return Connect(std::move(*domain), options);
-}
-
-Result<std::unique_ptr<Client>> Client::Connect(std::shared_ptr<dds::Domain> domain,
-                                                const ClientOptions& options) {
-  auto core = ClientCore::Create(std::move(domain), options);
-  if (!core) return std::unexpected(core.error());
-  return std::unique_ptr<Client>(new Client(std::move(*core)));
-}
-
-Client::~Client() { core_->Shutdown(); }
-
-Result<Stream> Client::Ask(const AskParams& params) { return core_->Ask(core_, params); }
-
-Result<void> Client::Cancel(std::string_view request_id) { return core_->Cancel(request_id); }
-
-NodeView Client::Node() const {
-  std::lock_guard<std::mutex> lock(core_->mutex_);
-  return core_->view_;
-}
-
-Result<ari_NodeStatus> Client::WaitForNode(
-    dds::Duration timeout, const std::function<bool(const ari_NodeStatus&)>& accept) {
-  std::unique_lock<std::mutex> lock(core_->mutex_);
-  auto ok = [&] {
-    return core_->view_.status.has_value() && (!accept || accept(*core_->view_.status));
-  };
-  if (!WaitUntil(core_->view_cv_, lock, timeout, [&] { return ok() || core_->closed_; }) || !ok()) {
-    return MakeError(ErrorCode::kNodeAbsent, "no NodeStatus received in time");
-  }
-  return *core_->view_.status;
-}
-
-Result<void> Client::WaitForLiveliness(NodeLiveliness want, dds::Duration timeout) {
-  std::unique_lock<std::mutex> lock(core_->mutex_);
-  if (!WaitUntil(core_->view_cv_, lock, timeout,
-                 [&] { return core_->view_.liveliness == want || core_->closed_; }) ||
-      core_->view_.liveliness != want) {
-    return MakeError(ErrorCode::kTimeout, "node liveliness did not reach the wanted state in time");
-  }
-  return {};
-}
-
-const std::string& Client::client_id() const { return core_->options_.client_id; }
-const dds::Domain& Client::domain() const { return core_->participant_.domain(); }
-bool Client::request_shared_memory() const { return core_->request_writer_.shared_memory(); }
-bool Client::chunk_shared_memory() const { return core_->chunk_reader_.shared_memory(); }
-dds::WriterStats Client::request_stats() const { return core_->request_writer_.stats(); }
-dds::ReaderStats Client::chunk_stats() const { return core_->chunk_reader_.stats(); }
 
 }  // namespace ari::component

@@ -1,0 +1,102 @@
+// Internal to the client library: the state shared by a Client and its Streams (one
+// participant, the request writer, the chunk and status readers, a dispatch thread on a
+// waitset) and the per-request stream state. client.cc implements ClientCore,
+// client_stream.cc the public Stream and Client on top of it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "component/client/client.h"
+
+namespace ari::component {
+
+struct StreamState {
+  std::string request_id;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<ari_TokenChunk> queue;
+  bool node_lost = false;
+  bool closed = false;  // client shut down
+  uint32_t next_seq = 0;
+  uint32_t gaps = 0;
+};
+
+namespace internal {
+
+template <class Pred>
+bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+               dds::Duration timeout, Pred pred) {
+  if (timeout == dds::Duration::max() || timeout.count() < 0) {
+    cv.wait(lock, pred);
+    return true;
+  }
+  return cv.wait_for(lock, timeout, pred);
+}
+
+}  // namespace internal
+
+// ------------------------------------------------------------------ core
+class ClientCore {
+ public:
+  static Result<std::shared_ptr<ClientCore>> Create(std::shared_ptr<dds::Domain> domain,
+                                                    const ClientOptions& options);
+  ClientCore() = default;
+  ClientCore(const ClientCore&) = delete;
+  ClientCore& operator=(const ClientCore&) = delete;
+  ~ClientCore() { Shutdown(); }
+  void Shutdown();
+  Result<Stream> Ask(std::shared_ptr<ClientCore> self, const AskParams& params);
+  Result<void> Cancel(std::string_view request_id);
+  void Forget(const std::string& request_id);
+  Result<void> WaitMatched();
+
+  ClientOptions options_;
+  dds::Participant participant_;
+  dds::Topic request_topic_, chunk_topic_, cancel_topic_, status_topic_;
+  dds::Writer request_writer_, cancel_writer_;
+  dds::Reader chunk_reader_, status_reader_;
+  dds::ReadCondition chunk_cond_, status_cond_;
+  dds::GuardCondition stop_guard_;
+  dds::WaitSet waitset_;
+  std::thread thread_;
+
+  std::mutex write_mutex_;  // request scratch + id counter + match waitset
+  ari_Request request_scratch_{};
+  uint64_t counter_ = 0;
+  uint64_t random_seed_ = 0;
+
+  mutable std::mutex mutex_;  // streams_, view_, closed_
+  std::condition_variable view_cv_;
+  std::unordered_map<std::string, std::shared_ptr<StreamState>> streams_;
+  NodeView view_;
+  bool closed_ = false;
+  // Participant of the node that most recently became alive / published its status:
+  // Ask sends only when that node's request reader and chunk writer are matched (a
+  // dead node's endpoints stay matched until its participant lease expires).
+  std::optional<dds_guid_t> node_participant_;
+  uint64_t events_ = 0;  // bumped on every match/liveliness/status event
+  // Shared memory: when the current node's endpoints were first seen matched (see
+  // dds::kIceoryxSettle); requests wait until the iceoryx connections are up.
+  std::optional<dds_guid_t> settle_node_;
+  std::chrono::steady_clock::time_point settle_since_{};
+
+ private:
+  void Dispatch();
+  void OnChunks();
+  void OnStatus();
+  void OnLiveliness();
+  void OnMatched();
+  bool NodeReady();
+  // Under shared memory: records when the current node was first seen matched and
+  // returns when iceoryx has surely connected (that time + kIceoryxSettle).
+  std::chrono::steady_clock::time_point IceoryxReadyAt();
+};
+
+}  // namespace ari::component
