@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/core/utf8.h"
+
 namespace ari::testing {
 
 struct Json {
@@ -59,23 +61,6 @@ class JsonParser {
     if (Peek() != c) throw std::runtime_error(std::string("json: expected ") + c);
     ++i_;
   }
-  static void Utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
   uint32_t Hex4() {
     if (i_ + 4 > t_.size()) throw std::runtime_error("json: bad \\u");
     uint32_t v = static_cast<uint32_t>(std::stoul(std::string(t_.substr(i_, 4)), nullptr, 16));
@@ -106,7 +91,7 @@ class JsonParser {
             i_ += 2;
             cp = 0x10000 + ((cp - 0xD800) << 10) + (Hex4() - 0xDC00);
           }
-          Utf8(cp, s);
+          runtime::AppendUtf8(cp, s);
           break;
         }
         default: s.push_back(e); break;
