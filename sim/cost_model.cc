@@ -317,6 +317,40 @@ std::string CostModelToJson(const CostModel& m) {
   return s;
 }
 
+namespace {
+
+// Least-squares line through (n tokens, ms): {ms per token, chunk overhead ms}. Noisy points
+// (negative overhead or non-positive slope) fall back to no overhead and the mean rate.
+std::pair<double, double> FitPrefillLine(const std::vector<std::pair<double, double>>& pts) {
+  double slope = pts[0].second / pts[0].first, icpt = 0;
+  if (pts.size() < 2) return {slope, icpt};
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : pts) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double n = static_cast<double>(pts.size());
+  const double den = n * sxx - sx * sx;
+  if (den > 0) {
+    slope = (n * sxy - sx * sy) / den;
+    icpt = (sy - slope * sx) / n;
+  }
+  if (icpt < 0 || slope <= 0) {
+    double tot_n = 0, tot_ms = 0;
+    for (auto [x, y] : pts) {
+      tot_n += x;
+      tot_ms += y;
+    }
+    slope = tot_ms / tot_n;
+    icpt = 0;
+  }
+  return {slope, icpt};
+}
+
+}  // namespace
+
 Result<CostModel> BuildCostModelFromBench(const std::vector<std::string>& texts,
                                           const BenchCalibration& cal) {
   CostModel m;
@@ -357,31 +391,7 @@ Result<CostModel> BuildCostModelFromBench(const std::vector<std::string>& texts,
       }
       if (pts.empty())
         return MakeError(ErrorCode::kInvalidArgument, origin + ": no prompt measurements");
-      double slope = pts[0].second / pts[0].first, icpt = 0;
-      if (pts.size() >= 2) {
-        double sx = 0, sy = 0, sxx = 0, sxy = 0;
-        for (auto [x, y] : pts) {
-          sx += x;
-          sy += y;
-          sxx += x * x;
-          sxy += x * y;
-        }
-        const double n = static_cast<double>(pts.size());
-        const double den = n * sxx - sx * sx;
-        if (den > 0) {
-          slope = (n * sxy - sx * sy) / den;
-          icpt = (sy - slope * sx) / n;
-        }
-        if (icpt < 0 || slope <= 0) {  // noisy: no overhead, mean rate
-          double tot_n = 0, tot_ms = 0;
-          for (auto [x, y] : pts) {
-            tot_n += x;
-            tot_ms += y;
-          }
-          slope = tot_ms / tot_n;
-          icpt = 0;
-        }
-      }
+      const auto [slope, icpt] = FitPrefillLine(pts);
       e.prefill_tps = 1000.0 / slope;
       e.chunk_overhead_ms = icpt;
       if (e.threads < 1)

@@ -112,41 +112,88 @@ std::string JsonString(std::string_view in) {
   return s + "\"";
 }
 
-std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
+namespace {
+
+std::string SummaryJson(const ReplayReport& r, bool include_wall_time) {
   const ReplaySummary& m = r.summary;
   std::string sum;
-  {
-    Obj o(&sum);
-    o.N("duration_s", m.duration_s)
-        .N("busy_s", m.busy_s)
-        .N("peak_die_c", m.peak_die_c)
-        .N("peak_t_s", m.peak_t_s)
-        .N("energy_j", m.energy_j)
-        .I("chunks", m.chunks)
-        .N("quality_loss", m.quality_loss)
-        .N("memory_band_time_s", m.memory_band_time_s);
-    std::string bands = "{";
-    for (size_t i = 0; i < m.band_time_s.size(); ++i) {
-      if (i) bands += ',';
-      bands += JsonString(i < r.band_names.size() ? r.band_names[i] : std::to_string(i)) + ":" +
-               Num(m.band_time_s[i]);
-    }
-    o.Raw("band_time_s", bands + "}");
-    o.Raw("precision_busy_s", "{\"W8A16\":" + Num(m.precision_busy_s[0]) +
-                                  ",\"W4A8\":" + Num(m.precision_busy_s[1]) + "}");
-    o.Raw("precision_tokens", "{\"W8A16\":" + std::to_string(m.precision_tokens[0]) +
-                                  ",\"W4A8\":" + std::to_string(m.precision_tokens[1]) + "}");
-    o.Raw("drop_busy_s", List(m.drop_busy_s, Num));
-    o.Raw("drop_tokens", List(m.drop_tokens, [](int64_t x) { return std::to_string(x); }));
-    if (m.cap_time_s[0] > 0 || m.cap_time_s[1] > 0) {  // only logs with caps in force
-      o.Raw("cap_time_s", "{\"performance\":" + Num(m.cap_time_s[0]) +
-                              ",\"efficiency\":" + Num(m.cap_time_s[1]) + "}");
-      o.Raw("capped_busy_s", "{\"performance\":" + Num(m.capped_busy_s[0]) +
-                                 ",\"efficiency\":" + Num(m.capped_busy_s[1]) + "}");
-    }
-    if (include_wall_time) o.N("wall_s", m.wall_s);
-    o.Close();
+  Obj o(&sum);
+  o.N("duration_s", m.duration_s)
+      .N("busy_s", m.busy_s)
+      .N("peak_die_c", m.peak_die_c)
+      .N("peak_t_s", m.peak_t_s)
+      .N("energy_j", m.energy_j)
+      .I("chunks", m.chunks)
+      .N("quality_loss", m.quality_loss)
+      .N("memory_band_time_s", m.memory_band_time_s);
+  std::string bands = "{";
+  for (size_t i = 0; i < m.band_time_s.size(); ++i) {
+    if (i) bands += ',';
+    bands += JsonString(i < r.band_names.size() ? r.band_names[i] : std::to_string(i)) + ":" +
+             Num(m.band_time_s[i]);
   }
+  o.Raw("band_time_s", bands + "}");
+  o.Raw("precision_busy_s", "{\"W8A16\":" + Num(m.precision_busy_s[0]) +
+                                ",\"W4A8\":" + Num(m.precision_busy_s[1]) + "}");
+  o.Raw("precision_tokens", "{\"W8A16\":" + std::to_string(m.precision_tokens[0]) +
+                                ",\"W4A8\":" + std::to_string(m.precision_tokens[1]) + "}");
+  o.Raw("drop_busy_s", List(m.drop_busy_s, Num));
+  o.Raw("drop_tokens", List(m.drop_tokens, [](int64_t x) { return std::to_string(x); }));
+  if (m.cap_time_s[0] > 0 || m.cap_time_s[1] > 0) {  // only logs with caps in force
+    o.Raw("cap_time_s", "{\"performance\":" + Num(m.cap_time_s[0]) +
+                            ",\"efficiency\":" + Num(m.cap_time_s[1]) + "}");
+    o.Raw("capped_busy_s", "{\"performance\":" + Num(m.capped_busy_s[0]) +
+                               ",\"efficiency\":" + Num(m.capped_busy_s[1]) + "}");
+  }
+  if (include_wall_time) o.N("wall_s", m.wall_s);
+  o.Close();
+  return sum;
+}
+
+std::string ClassJson(const ClassReport& c) {
+  std::string x;
+  Obj(&x)
+      .S("class", c.urgency)
+      .I("requests", c.requests)
+      .I("done", c.done)
+      .I("deadline_misses", c.deadline_misses)
+      .I("rejected", c.rejected)
+      .Raw("ttft_s", PercentilesJson(c.ttft_s))
+      .Raw("completion_s", PercentilesJson(c.completion_s))
+      .Raw("queue_wait_s", PercentilesJson(c.queue_wait_s))
+      .Close();
+  return x;
+}
+
+std::string RequestJson(const RequestReport& q) {
+  std::string x;
+  Obj qo(&x);
+  qo.I("id", static_cast<int64_t>(q.id))
+      .S("class", q.urgency)
+      .S("client", q.client)
+      .S("category", q.category)
+      .N("arrival_s", q.arrival_s)
+      .I("prompt_tokens", q.prompt_tokens)
+      .I("max_tokens", q.max_tokens)
+      .I("tokens", q.tokens)
+      .I("chunks", q.chunks)
+      .N("deadline_s", q.deadline_s)
+      .S("status", q.status)
+      .S("message", q.message)
+      .N("queue_wait_s", q.queue_wait_s)
+      .N("ttft_s", q.ttft_s)
+      .N("completion_s", q.completion_s)
+      .B("deadline_missed", q.deadline_missed)
+      .Raw("decisions", List(q.decisions, DecisionJson));
+  if (!q.chunk_log.empty()) qo.Raw("chunk_log", List(q.chunk_log, ChunkJson));  // live only
+  qo.Close();
+  return x;
+}
+
+}  // namespace
+
+std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
+  const std::string sum = SummaryJson(r, include_wall_time);
   std::string s;
   Obj o(&s);
   o.S("format", "ari-sim-report-1").S("mode", r.mode);
@@ -157,44 +204,8 @@ std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
       .S("cost_model", r.cost_source)
       .Raw("bands", List(r.band_names, [](const std::string& b) { return JsonString(b); }))
       .Raw("summary", sum);
-  o.Raw("classes", List(r.classes, [](const ClassReport& c) {
-          std::string x;
-          Obj(&x)
-              .S("class", c.urgency)
-              .I("requests", c.requests)
-              .I("done", c.done)
-              .I("deadline_misses", c.deadline_misses)
-              .I("rejected", c.rejected)
-              .Raw("ttft_s", PercentilesJson(c.ttft_s))
-              .Raw("completion_s", PercentilesJson(c.completion_s))
-              .Raw("queue_wait_s", PercentilesJson(c.queue_wait_s))
-              .Close();
-          return x;
-        }));
-  o.Raw("requests", List(r.requests, [](const RequestReport& q) {
-          std::string x;
-          Obj qo(&x);
-          qo.I("id", static_cast<int64_t>(q.id))
-              .S("class", q.urgency)
-              .S("client", q.client)
-              .S("category", q.category)
-              .N("arrival_s", q.arrival_s)
-              .I("prompt_tokens", q.prompt_tokens)
-              .I("max_tokens", q.max_tokens)
-              .I("tokens", q.tokens)
-              .I("chunks", q.chunks)
-              .N("deadline_s", q.deadline_s)
-              .S("status", q.status)
-              .S("message", q.message)
-              .N("queue_wait_s", q.queue_wait_s)
-              .N("ttft_s", q.ttft_s)
-              .N("completion_s", q.completion_s)
-              .B("deadline_missed", q.deadline_missed)
-              .Raw("decisions", List(q.decisions, DecisionJson));
-          if (!q.chunk_log.empty()) qo.Raw("chunk_log", List(q.chunk_log, ChunkJson));  // live only
-          qo.Close();
-          return x;
-        }));
+  o.Raw("classes", List(r.classes, ClassJson));
+  o.Raw("requests", List(r.requests, RequestJson));
   o.Raw("samples", List(r.samples, [](const Sample& p) {
           char b[160];
           std::snprintf(b, sizeof(b), "[%.6g,%.6g,%.6g,%.6g,%.6g,%d]", p.t_s, p.die_c, p.ambient_c,

@@ -337,6 +337,35 @@ void Report(const char* name, const PhaseResult& r, double inproc_med) {
               lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end()), r.n_lat);
 }
 
+// The iceoryx phase: starts its own iox-roudi (stopped by PID), or skips when one it did not
+// start is running. Returns 1 when the phase ran and failed, or was required and could not run.
+int RunShmPhase(const Args& a, double inproc_med) {
+  int rc = 0;
+  if (dds::RoudiReachable()) {
+    std::printf("on    skipped: an iox-roudi this program did not start is running\n");
+  } else {
+    const fs::path roudi_log =
+        fs::temp_directory_path() / ("ari-ddsbench-roudi-" + std::to_string(getpid()) + ".log");
+    const pid_t roudi = StartRoudi(roudi_log);
+    if (roudi == 0) {
+      std::printf("on    skipped: iox-roudi did not start (log %s)\n", roudi_log.c_str());
+      if (a.shm == "on") rc = 1;
+    } else {
+      auto on = std::make_unique<PhaseResult>();
+      const bool ok = RunPhaseChild(a, "on", on.get()) && on->ok;
+      StopPid(roudi);
+      fs::remove(roudi_log);
+      if (!ok) {
+        std::fprintf(stderr, "phase on failed: %s\n", on->error);
+        rc = 1;
+      } else {
+        Report("on", *on, inproc_med);
+      }
+    }
+  }
+  return rc;
+}
+
 int Usage() {
   std::fprintf(
       stderr,
@@ -405,29 +434,6 @@ int main(int argc, char** argv) {
       Report("off", *off, inproc_med);
     }
   }
-  if (a.shm != "off") {
-    if (dds::RoudiReachable()) {
-      std::printf("on    skipped: an iox-roudi this program did not start is running\n");
-    } else {
-      const fs::path roudi_log =
-          fs::temp_directory_path() / ("ari-ddsbench-roudi-" + std::to_string(getpid()) + ".log");
-      const pid_t roudi = StartRoudi(roudi_log);
-      if (roudi == 0) {
-        std::printf("on    skipped: iox-roudi did not start (log %s)\n", roudi_log.c_str());
-        if (a.shm == "on") rc = 1;
-      } else {
-        auto on = std::make_unique<PhaseResult>();
-        const bool ok = RunPhaseChild(a, "on", on.get()) && on->ok;
-        StopPid(roudi);
-        fs::remove(roudi_log);
-        if (!ok) {
-          std::fprintf(stderr, "phase on failed: %s\n", on->error);
-          rc = 1;
-        } else {
-          Report("on", *on, inproc_med);
-        }
-      }
-    }
-  }
+  if (a.shm != "off") rc |= RunShmPhase(a, inproc_med);
   return rc;
 }

@@ -16,6 +16,21 @@ size_t AlignUp(size_t n) {
   return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
 }
 
+// RoPE table [ctx][head_dim / 2]: pair i of a head turns by pos * theta^(-2i / head_dim) (as
+// llama2.c computes it, in float: 1 / powf(theta, 2i / head_dim)).
+void FillRopeTable(const ModelConfig& c, size_t ctx, float* cos_out, float* sin_out) {
+  const size_t half = static_cast<size_t>(c.head_dim / 2);
+  for (size_t pos = 0; pos < ctx; ++pos) {
+    for (size_t i = 0; i < half; ++i) {
+      const float freq =
+          1.0f / powf(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
+      const float val = static_cast<float>(pos) * freq;
+      cos_out[pos * half + i] = cosf(val);
+      sin_out[pos * half + i] = sinf(val);
+    }
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Session>> Session::Create(const Model& model, const SessionOptions& opts) {
@@ -88,17 +103,7 @@ Result<std::unique_ptr<Session>> Session::Create(const Model& model, const Sessi
                     .rope_cos = ptrs[14],
                     .rope_sin = ptrs[15]};
 
-  // RoPE table: pair i of a head turns by pos * theta^(-2i / head_dim) (as llama2.c computes
-  // it, in float: 1 / powf(theta, 2i / head_dim)).
-  for (size_t pos = 0; pos < ctx; ++pos) {
-    for (size_t i = 0; i < half; ++i) {
-      const float freq =
-          1.0f / powf(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
-      const float val = static_cast<float>(pos) * freq;
-      s->buf_.rope_cos[pos * half + i] = cosf(val);
-      s->buf_.rope_sin[pos * half + i] = sinf(val);
-    }
-  }
+  FillRopeTable(c, ctx, s->buf_.rope_cos, s->buf_.rope_sin);
   return s;
 }
 
