@@ -32,7 +32,9 @@ PACKAGES=(
   chromium                                # headless render test of the replay report (sim.report)
 )
 
-log() { printf '\033[1m[ari]\033[0m %s\n' "$*" >&2; }
+log() {  # with the time since the command started: where CI's minutes go
+  printf '\033[1m[ari %dm%02ds]\033[0m %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2
+}
 
 setup() {
   local missing=()

@@ -11,6 +11,9 @@
 #    clang 16 spells the standard c++2b, and libstdc++ 12 shows <expected> to clang only
 #    with __cpp_concepts >= 202002L (as in the fuzz build, CMakeLists.txt; -U first: a
 #    redefinition warning would be an error here).
+#    A file whose preprocessed text, flags and checks are those of an earlier clean run is
+#    not checked again (scripts/lint_cache.py; stamps in $ARI_LINT_CACHE, default
+#    ~/.cache/ari-lint; delete it to check everything).
 # Exit 0 when clean; the findings otherwise (full clang-tidy log in BUILD_DIR/lint/).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +21,7 @@ BUILD="$(cd "${1:?usage: scripts/lint.sh BUILD_DIR [format|tidy|all] [FILE...]}"
 WHAT="${2:-all}"
 shift $(( $# >= 2 ? 2 : 1 ))
 JOBS="${ARI_JOBS:-2}"
+CACHE="${ARI_LINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ari-lint}"  # lint_cache.py
 cd "$ROOT"
 
 log() { printf '\033[1m[lint]\033[0m %s\n' "$*" >&2; }
@@ -45,18 +49,18 @@ check_format() {
 check_tidy() {
   [[ -f "$BUILD/compile_commands.json" ]] || { log "no $BUILD/compile_commands.json"; return 1; }
   mkdir -p "$BUILD/lint"
-  local files=()
-  mapfile -t files < <(python3 - "$BUILD/compile_commands.json" "$ROOT" "$@" <<'PY'
-import json, os, subprocess, sys
-db, root, want = sys.argv[1], sys.argv[2], set(sys.argv[3:])
-tracked = set(subprocess.check_output(["git", "-C", root, "ls-files", "*.cc"], text=True).split())
-for e in json.load(open(db)):
-    rel = os.path.relpath(e["file"], root)
-    if rel in tracked and (not want or rel in want):
-        print(e["file"])
-PY
-)
-  log "clang-tidy-16 on ${#files[@]} files (-j$JOBS)"
+  local files=() keys="$BUILD/lint/tidy-keys.tsv" list="$BUILD/lint/tidy-files.txt"
+  if ! python3 "$ROOT/scripts/lint_cache.py" pending "$BUILD/compile_commands.json" "$ROOT" \
+      "$CACHE" "$keys" "$JOBS" "$@" > "$list"; then
+    log "clang-tidy: cannot preprocess the sources (scripts/lint_cache.py failed)"
+    return 1
+  fi
+  mapfile -t files < "$list"
+  if ((${#files[@]} == 0)); then
+    log "clang-tidy: clean (every file's text and checks unchanged since a clean run; cache $CACHE)"
+    return 0
+  fi
+  log "clang-tidy-16 on ${#files[@]} files (-j$JOBS; any others unchanged since a clean run)"
   local rc=0
   run-clang-tidy-16 -p "$BUILD" -j "$JOBS" -quiet -extra-arg=-std=c++2b \
       -extra-arg=-U__cpp_concepts -extra-arg=-D__cpp_concepts=202002L "${files[@]}" \
@@ -70,6 +74,7 @@ PY
     log "clang-tidy failed (exit $rc; log: $BUILD/lint/clang-tidy.log)"
     return 1
   fi
+  python3 "$ROOT/scripts/lint_cache.py" commit "$CACHE" "$keys"
   log "clang-tidy: clean"
 }
 
