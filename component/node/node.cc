@@ -17,6 +17,7 @@
 #include "component/node/env_replay.h"
 #include "component/node/node_log.h"
 #include "runtime/model/model.h"
+#include "runtime/model/pack_cache.h"
 #include "thermal/clock.h"
 #include "thermal/rc_model.h"
 #include "thermal/replay_source.h"
@@ -181,6 +182,13 @@ Result<void> Node::LoadPolicy(const NodeOverrides& ov) {
   return {};
 }
 
+std::filesystem::path ResolvePackCacheDir(const config::NodeConfig& c, const NodeOverrides& ov) {
+  if (!ov.pack_cache.empty()) return ov.pack_cache;
+  if (!c.pack_cache_dir().empty()) return Resolve(ov.base_dir, c.pack_cache_dir());
+  auto d = runtime::DefaultPackCacheDir();
+  return d ? *d : std::filesystem::path{};
+}
+
 runtime::EngineOptions Node::EngineOptionsFromConfig() const {
   const config::NodeConfig& c = config_;
   runtime::EngineOptions eo;
@@ -190,6 +198,8 @@ runtime::EngineOptions Node::EngineOptionsFromConfig() const {
   eo.max_output = static_cast<int32_t>(limits_.max_max_tokens);
   eo.threads = static_cast<int32_t>(c.threads());
   eo.require_tokenizer = true;
+  eo.plain_gguf =
+      c.reference_path() ? runtime::PlainGguf::kReference : runtime::PlainGguf::kAutoPack;
   return eo;
 }
 
@@ -197,6 +207,7 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   const config::NodeConfig& c = config_;
   // Model (fallback when the main one does not load).
   runtime::EngineOptions eo = options;
+  eo.pack_cache.dir = ResolvePackCacheDir(c, ov);
   std::filesystem::path model =
       ov.model.empty() ? Resolve(ov.base_dir, c.model_path()) : std::filesystem::path(ov.model);
   eo.model_path = model;
@@ -213,7 +224,10 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   }
   engine_ = std::move(*engine);
   // The mapped file must stay as loaded: each turn and chunk checks it (model_guard.h).
-  auto watch = ModelFileWatch::Open(model, engine_->model().file().bytes().size());
+  if (engine_->loaded_path() != model) {
+    Log("model %s runs as its pack %s", model.c_str(), engine_->loaded_path().c_str());
+  }
+  auto watch = ModelFileWatch::Open(engine_->loaded_path(), engine_->model().file().bytes().size());
   if (!watch) return std::unexpected(watch.error());
   model_watch_ = std::move(*watch);
   guarded_ = std::make_unique<GuardedRunner>(*engine_, *model_watch_);

@@ -51,6 +51,7 @@ struct NodeOverrides {
   int domain_id = -1;              // >= 0: replaces dds.domain_id
   std::string cyclone_config;      // non-empty: replaces dds.cyclone_config
   std::string policy;              // non-empty: replaces policy_path
+  std::string pack_cache;          // non-empty: replaces pack_cache_dir
   // Tests and simulators: the memory reading the ladder sees (replaces the
   // MemoryMonitor), and a DDS domain shared with in-process clients.
   std::function<std::optional<thermal::MemoryReading>()> memory_source;
@@ -58,6 +59,11 @@ struct NodeOverrides {
   // Fault-injection tests: a temperature source used instead of the config's sensor.
   std::shared_ptr<thermal::TemperatureSource> temperature;
 };
+
+// The folder automatic packs of a plain GGUF model go to (override, config, or
+// runtime::DefaultPackCacheDir()); empty when none can be found.
+std::filesystem::path ResolvePackCacheDir(const config::NodeConfig& config,
+                                          const NodeOverrides& overrides);
 
 // Maps a scheduler terminal to the wire status.
 ari_Status WireStatus(qos::TerminalStatus s);

@@ -1,6 +1,6 @@
 // ari-node: the ARI DDS component. See docs/interface.md.
 //   ari-node --config config/node.textproto [--model PATH] [--policy PATH]
-//            [--domain N] [--cyclone-config PATH]
+//            [--domain N] [--cyclone-config PATH] [--pack-cache DIR]
 // Signals: SIGTERM/SIGINT stop (finish or cancel in-flight per config, exit 0),
 // SIGHUP reloads the policy. Exit codes: 0 clean stop, 1 bad usage/config, 2 start-up failed.
 // Privileges (docs/reliability.md): sandboxed (no_new_privs, Landlock) before start-up,
@@ -23,7 +23,10 @@ namespace {
 void Usage() {
   std::fprintf(stderr,
                "usage: ari-node --config FILE [--model PATH] [--policy PATH] [--domain N]\n"
-               "                [--cyclone-config PATH]\n");
+               "                [--cyclone-config PATH] [--pack-cache DIR]\n"
+               "  --pack-cache DIR: where a plain GGUF model's automatic pack is kept\n"
+               "    (default: the config's pack_cache_dir, $ARI_PACK_CACHE,\n"
+               "    $CACHE_DIRECTORY/packs, ~/.cache/ari/packs)\n");
 }
 
 struct NodeArgs {
@@ -44,6 +47,8 @@ bool ApplyOption(const std::string& flag, const char* value, NodeArgs& args) {
     ov.domain_id = std::atoi(value);
   } else if (flag == "--cyclone-config") {
     ov.cyclone_config = value;
+  } else if (flag == "--pack-cache") {
+    ov.pack_cache = value;
   } else {
     return false;
   }
@@ -76,9 +81,17 @@ std::optional<int> ParseArgs(int argc, char** argv, NodeArgs& args) {
 // Sandbox while still single-threaded: every thread started later inherits it. False
 // when it failed (said on stderr).
 bool EnterNodeSandbox(const ari::config::NodeConfig& config,
-                      const std::filesystem::path& base_dir) {
+                      const ari::component::NodeOverrides& ov) {
   using namespace ari::component;
+  const std::filesystem::path& base_dir = ov.base_dir;
   SandboxOptions sandbox;
+  // A plain GGUF model is packed into the pack cache at start-up: it must be writable (and
+  // exist, for the Landlock rule). A failure here is reported by the model load.
+  if (const auto cache = ResolvePackCacheDir(config, ov); !cache.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cache, ec);
+    if (!ec) sandbox.writable_dirs.push_back(cache);
+  }
   sandbox.landlock = !config.privileges().no_landlock();
   for (const auto& d : config.privileges().writable_dirs()) {
     std::filesystem::path p(d);
@@ -133,7 +146,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   ov.base_dir = std::filesystem::absolute(args.config_path).parent_path();
-  if (!EnterNodeSandbox(*config, ov.base_dir)) return 2;
+  if (!EnterNodeSandbox(*config, ov)) return 2;
   const int sfd = BlockSignals();
   if (sfd < 0) return 2;
   auto node = Node::Create(*config, ov);

@@ -14,9 +14,11 @@
 #include "runtime/engine/engine_plan.h"
 #include "runtime/engine/fast_forward.h"
 #include "runtime/engine/paging.h"
+#include "runtime/gguf/gguf.h"
 #include "runtime/kernels/layout.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
+#include "runtime/model/pack_cache.h"
 #include "runtime/model/pack_file.h"
 #include "runtime/model/session.h"
 
@@ -56,6 +58,7 @@ class EngineImpl final : public Engine {
 
   const Model& model() const override { return *model_; }
   bool has_pack() const override { return packed_.has_value(); }
+  const std::filesystem::path& loaded_path() const override { return loaded_path_; }
   const MemoryPlan& memory_plan() const override { return plan_; }
   int32_t num_slots() const override { return static_cast<int32_t>(slots_.size()); }
   Result<void> StartTurn(int32_t slot, const TurnSpec& turn) override;
@@ -112,6 +115,7 @@ class EngineImpl final : public Engine {
   bool Emit(Slot& s, float* logits, bool greedy, ChunkResult& r);
 
   EngineOptions opts_;
+  std::filesystem::path loaded_path_;
   std::unique_ptr<Model> model_;
   std::optional<PackedWeights> packed_;
   std::unique_ptr<ThreadPool> pool_;
@@ -168,9 +172,21 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
 }
 
 Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
+  loaded_path_ = o.model_path;
+  if (o.plain_gguf == PlainGguf::kAutoPack) {
+    auto probe = GgufFile::Open(o.model_path);
+    if (!probe) return std::unexpected(probe.error());
+    if (!IsPack(*probe)) {
+      auto cached = EnsurePack(o.model_path, o.pack_cache);
+      if (!cached) return std::unexpected(cached.error());
+      loaded_path_ = cached->path;
+      plan_.notes.push_back("plain GGUF " + o.model_path.string() + " runs as the pack " +
+                            cached->path.string() + (cached->built ? " (built now)" : " (cached)"));
+    }
+  }
   ModelLoadOptions lo;
   lo.require_tokenizer = o.require_tokenizer;
-  auto m = Model::Load(o.model_path, lo);
+  auto m = Model::Load(loaded_path_, lo);
   if (!m) return std::unexpected(m.error());
   model_ = std::move(*m);
   if (IsPack(model_->file())) {
@@ -179,8 +195,8 @@ Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
     packed_ = std::move(*pw);
   } else {
     std::fprintf(stderr,
-                 "ari: %s is a plain GGUF: reference precision only (precision "
-                 "switching needs a pack: ari-pack)\n",
+                 "ari: %s runs on the fp32 reference path (asked for): one precision, "
+                 "no precision switching, threads or layer drop\n",
                  o.model_path.c_str());
   }
   return {};

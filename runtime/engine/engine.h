@@ -1,5 +1,6 @@
-// The engine: what the scheduler drives. One model (a dual-precision pack or a plain
-// GGUF), N preallocated session slots, a pinned thread pool, and one operation:
+// The engine: what the scheduler drives. One model (a dual-precision pack; a plain GGUF is
+// packed once into the pack cache, or run on the reference path when asked), N preallocated
+// session slots, a pinned thread pool, and one operation:
 // "run the next chunk of this slot with these knobs" (prefill chunk or decode tokens).
 //
 // Memory: everything RunChunk touches (activations, scratch, KV slots, sampling buffers,
@@ -25,6 +26,7 @@
 #include "runtime/core/types.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/kernels/cpu_features.h"
+#include "runtime/model/pack_cache.h"
 
 namespace ari::runtime {
 
@@ -37,8 +39,17 @@ enum class LayerPrefetch : uint8_t {
   kOff,
 };
 
+// What the engine does with a plain (unpacked) GGUF.
+enum class PlainGguf : uint8_t {
+  kAutoPack,   // pack it once into the pack cache (runtime/model/pack_cache.h), run the pack
+  kReference,  // run it on the fp32 reference forward pass (the specification): one
+               // precision, one thread, no layer drop, fp32 KV; chosen explicitly only
+};
+
 struct EngineOptions {
-  std::filesystem::path model_path;
+  std::filesystem::path model_path;  // a pack, or a plain GGUF (see plain_gguf)
+  PlainGguf plain_gguf = PlainGguf::kAutoPack;
+  PackCacheOptions pack_cache;     // where automatic packs live (kAutoPack)
   int32_t slots = 2;               // session slots (KV caches) preallocated
   int32_t context_length = 2048;   // KV capacity per slot, tokens (capped by the model's)
   int32_t max_chunk = 128;         // most prompt tokens one prefill chunk may hold
@@ -142,6 +153,8 @@ class Engine : public ChunkRunner {
 
   virtual const Model& model() const = 0;
   virtual bool has_pack() const = 0;  // both precisions available in the mapped file
+  // The file the engine runs: the pack (given, or the automatic one), else the plain GGUF.
+  virtual const std::filesystem::path& loaded_path() const = 0;
   virtual const MemoryPlan& memory_plan() const = 0;
   int32_t num_slots() const override = 0;
 

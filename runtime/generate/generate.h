@@ -13,6 +13,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/types.h"
+#include "runtime/generate/stop_strings.h"
 #include "runtime/tokenizer/tokenizer.h"  // EncodeOptions
 
 namespace ari::runtime {
@@ -40,7 +41,6 @@ struct GenerateResult {
 };
 
 // Receives text as it becomes final. Return false to stop generation.
-using TextCallback = std::function<bool(std::string_view piece)>;
 
 // Prefills `prompt` at the session's current position, then samples. The session must have
 // room for the prompt; generation stops with kContextFull when the cache fills up.

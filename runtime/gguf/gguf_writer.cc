@@ -276,8 +276,10 @@ Result<std::vector<std::byte>> GgufWriter::WriteToMemory() const {
 Result<void> GgufWriter::WriteFile(const std::filesystem::path& path) const {
   auto header = EncodeHeader();
   if (!header) return std::unexpected(header.error());
+  // A temp name of this process in the target's folder: concurrent writers never share it,
+  // and the rename below is atomic (readers see the old file or the whole new one).
   std::filesystem::path tmp = path;
-  tmp += ".tmp";
+  tmp += ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return IoError(tmp, "open", errno);
   auto fail = [&](Error e) {
@@ -300,6 +302,7 @@ Result<void> GgufWriter::WriteFile(const std::filesystem::path& path) const {
     const uint64_t pad = AlignUp(t.nbytes, alignment_) - t.nbytes;
     if (auto ok = WriteAll(fd, tmp, zeros.data(), pad); !ok) return fail(ok.error());
   }
+  if (::fsync(fd) != 0) return fail(IoError(tmp, "fsync", errno).error());
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
@@ -310,6 +313,14 @@ Result<void> GgufWriter::WriteFile(const std::filesystem::path& path) const {
     ::unlink(tmp.c_str());
     return IoError(path, "rename", err);
   }
+  // The rename itself is durable only once the folder is synced.
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return IoError(dir, "open", errno);
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0) return IoError(dir, "fsync", err);
   return {};
 }
 

@@ -29,7 +29,14 @@ bool IsLinearName(const std::string& n) {
   return false;
 }
 
-Result<void> AddPacked(GgufWriter& w, const std::string& name, const TensorInfo& t, bool verbose) {
+// Counts packed matrices as the writer fills them (PackOptions::progress).
+struct Progress {
+  const std::function<void(int, int)>* fn = nullptr;
+  int done = 0, total = 0;
+};
+
+Result<void> AddPacked(GgufWriter& w, const std::string& name, const TensorInfo& t, bool verbose,
+                       Progress* progress) {
   const int64_t cols = t.ne[0], rows = t.NumRows();
   auto row_bytes = RowBytes(t.type, cols);
   if (!row_bytes) return std::unexpected(row_bytes.error());
@@ -46,7 +53,11 @@ Result<void> AddPacked(GgufWriter& w, const std::string& name, const TensorInfo&
     }
     auto r = w.AddTensor(std::move(out_name), TensorType::kF32, ne,
                          [=](std::span<std::byte> out) -> Result<void> {
-                           return kernels::PackMatrix(p, type, src, rb, rows, cols, out);
+                           auto r = kernels::PackMatrix(p, type, src, rb, rows, cols, out);
+                           if (r && progress->fn && *progress->fn) {
+                             (*progress->fn)(++progress->done, progress->total);
+                           }
+                           return r;
                          });
     if (!r) return r;
   }
@@ -122,16 +133,23 @@ Result<PackSummary> WritePack(const std::filesystem::path& in, const std::filesy
   if (!opts.layer_importance.empty()) {
     w.SetFloat32Array("ari.pack.layer_importance", opts.layer_importance);
   }
+  if (!opts.source_key.empty()) w.SetString("ari.pack.source_key", opts.source_key);
+  if (!opts.source_path.empty()) w.SetString("ari.pack.source_path", opts.source_path);
   PackSummary sum;
+  Progress progress{&opts.progress, 0, 0};
+  for (const TensorInfo& t : src->tensors()) {
+    const bool tied = t.name == "token_embd.weight" && config->tied_embeddings;
+    if (IsLinearName(t.name) || tied) progress.total += 2;
+  }
   for (const TensorInfo& t : src->tensors()) {
     Result<void> r;
     if (IsLinearName(t.name)) {
-      r = AddPacked(w, t.name, t, opts.verbose);
+      r = AddPacked(w, t.name, t, opts.verbose, &progress);
       ++sum.matrices;
     } else {
       r = AddVerbatimOrF32(w, t);
       if (r && t.name == "token_embd.weight" && config->tied_embeddings) {
-        r = AddPacked(w, t.name, t, opts.verbose);  // the tied classifier
+        r = AddPacked(w, t.name, t, opts.verbose, &progress);  // the tied classifier
         ++sum.matrices;
       }
     }

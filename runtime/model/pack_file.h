@@ -8,7 +8,8 @@
 //      ari.pack.version (u32 = 1), ari.pack.source (string: source general.name or file),
 //      ari.pack.group_size (u32 = 32), ari.pack.row_interleave (u32 = 8),
 //      ari.pack.encoding (string, the carrier rule below),
-//      ari.pack.layer_importance (f32 array [n_layers], only when known: see PackOptions)
+//      ari.pack.layer_importance (f32 array [n_layers], only when known: see PackOptions),
+//      ari.pack.source_key / ari.pack.source_path (strings, automatic packs: pack_cache.h)
 //  - `<name>.w8` and `<name>.w4` for each linear weight `<name>` (blk.N.attn_q/k/v/output,
 //    blk.N.ffn_gate/up/down .weight and output.weight; for tied embeddings the classifier
 //    is packed as token_embd.weight.w8/.w4). GGUF has no raw-bytes tensor type that every
@@ -23,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,12 @@ struct PackOptions {
   // and layer drop is then unavailable for this pack. Size must be n_layers when set.
   std::vector<float> layer_importance;
   bool verbose = false;  // one line per tensor on stderr
+  // Automatic packs (pack_cache.h): the source's identity, stored as ari.pack.source_key and
+  // ari.pack.source_path so a cached pack can be matched to (and checked against) its source.
+  std::string source_key;
+  std::string source_path;
+  // Called after each packed matrix is written (done of total, both precisions counted).
+  std::function<void(int done, int total)> progress;
 };
 
 struct PackSummary {

@@ -1,14 +1,17 @@
 // ari-run: load a GGUF model, generate from a prompt, stream the text to stdout and print
-// prompt / generation speed on stderr.
+// prompt / generation speed and what ran on stderr.
 //
 //   ari-run -m model.gguf -p "Once upon a time" -n 64 [--temp T] [--top-p P] [--top-k K]
 //           [--min-p M] [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]
-//           [--stop STR]... [--ctx N] [--batch N] [--info]
+//           [--stop STR]... [--ctx N] [--batch N] [--info] [-t N]
+//           [--precision auto|w8a16|w4a8] [--pack-cache DIR] [--reference]
 //           [--memory-plan [--slots N] [--kv f16|int8] [--prefetch auto|on|off]]
 //
-// --memory-plan creates the Engine (runtime/engine/engine.h) with these options and prints its
-// arena plan (Engine::memory_plan()); without -p it exits after printing, with -p the
-// generation then runs through that engine (packed path when the file is a pack).
+// Generation runs through the Engine (runtime/engine/engine.h), the path ari-node runs: a
+// pack directly, a plain GGUF through its automatic pack (built once into the pack cache,
+// runtime/model/pack_cache.h). --reference runs a plain GGUF on the fp32 reference forward
+// pass instead (the specification; slow). --memory-plan prints the engine's arena plan
+// (without -p it exits after printing).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +24,9 @@
 #include "runtime/engine/engine.h"
 #include "runtime/generate/generate.h"
 #include "runtime/generate/sampler.h"
+#include "runtime/generate/stop_strings.h"
 #include "runtime/model/model.h"
+#include "runtime/model/pack_file.h"
 #include "runtime/model/session.h"
 #include "runtime/tokenizer/chat_template.h"
 
@@ -38,10 +43,14 @@ void Usage(FILE* f) {
                "  --min-p M (0 = off)  --repeat-penalty R (1 = off)  --seed S (time)\n"
                "  --chat (apply the model's chat template)  --system TEXT (with --chat)\n"
                "  --stop STR (repeatable)  --ctx N (context; default min(model's, 4096))\n"
-               "  --batch N (prefill chunk, 32)\n"
+               "  --batch N (prefill chunk, 32)  -t N (threads; default all online CPUs)\n"
+               "  --precision auto|w8a16|w4a8 (auto: w4a8 for a 4/5-bit source, else w8a16)\n"
+               "  --pack-cache DIR (where a plain GGUF's automatic pack is kept; default\n"
+               "    $ARI_PACK_CACHE, else ~/.cache/ari/packs)\n"
+               "  --reference (plain GGUF only: the fp32 reference forward pass, slow)\n"
                "  --info (print the model config)\n"
-               "  --memory-plan (print the engine's arena plan; exit unless -p is given,\n"
-               "    else generate through the engine)  --slots N (2)  --kv f16|int8 (f16)\n"
+               "  --memory-plan (print the engine's arena plan; exit unless -p is given)\n"
+               "  --slots N (2)  --kv f16|int8 (f16)\n"
                "  --prefetch auto|on|off (auto: next-layer MADV_WILLNEED)\n");
 }
 
@@ -56,85 +65,162 @@ bool ParseNumber(const char* s, double& out) {
   return end != s && *end == '\0';
 }
 
+enum class PrecisionArg : uint8_t { kAuto, kW8A16, kW4A8 };
+
 struct EngineRun {
-  bool enabled = false;
+  bool print_plan = false;
+  bool reference = false;
   int32_t slots = 2;
+  int32_t threads = 0;
+  PrecisionArg precision = PrecisionArg::kAuto;
+  std::string pack_cache;
   rt::KvType kv = rt::KvType::kF16;
   rt::LayerPrefetch prefetch = rt::LayerPrefetch::kAuto;
 };
 
-// --memory-plan: the plan of an Engine built from the flags, then (with a prompt) the
-// generation through it.
-int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::SessionOptions& so,
-                  const rt::SamplingParams& sp, int32_t max_tokens, const std::string& prompt,
-                  bool chat, const std::string& system) {
+// The text to encode: the prompt, or the chat template applied to system + prompt.
+ari::runtime::Result<std::string> RenderPrompt(const rt::Model& model, const std::string& prompt,
+                                               bool chat, const std::string& system) {
+  if (!chat) return prompt;
+  auto kind = rt::DetectChatTemplate(model.file());
+  if (!kind) return std::unexpected(kind.error());
+  std::vector<rt::ChatMessage> msgs;
+  if (!system.empty()) msgs.push_back({"system", system});
+  msgs.push_back({"user", prompt});
+  return rt::ApplyChatTemplate(*kind, msgs, /*add_assistant_prefix=*/true);
+}
+
+// --precision auto: the packed precision closest to the source's weights (general.file_type,
+// llama_ftype numbering: 4- and 5-bit files run W4A8, everything else W8A16).
+rt::Precision ChoosePrecision(const rt::Model& model, PrecisionArg arg) {
+  if (arg == PrecisionArg::kW8A16) return rt::Precision::kW8A16;
+  if (arg == PrecisionArg::kW4A8) return rt::Precision::kW4A8;
+  auto ft = model.file().GetUint("general.file_type");
+  if (!ft) return rt::Precision::kW8A16;
+  switch (*ft) {
+    case 2:
+    case 3:
+    case 8:
+    case 9:  // Q4_0, Q4_1, Q5_0, Q5_1
+    case 12:
+    case 13:
+    case 14:
+    case 15:
+    case 16:
+    case 17:  // Q3_K_L, Q4_K_S/M, Q5_K_S/M
+      return rt::Precision::kW4A8;
+    default: return rt::Precision::kW8A16;
+  }
+}
+
+struct RunStats {
+  int64_t prompt_ns = 0, gen_ns = 0;
+  size_t generated = 0;
+  rt::StopReason stop = rt::StopReason::kMaxTokens;
+  rt::ChunkResult last;  // what the last chunk ran
+};
+
+// Runs the turn in slot 0 chunk by chunk, streaming text through the stop-string filter.
+ari::runtime::Result<RunStats> RunTurn(rt::Engine& e, const rt::ChunkKnobs& knobs,
+                                       const std::vector<std::string>& stops) {
+  RunStats st;
+  std::string text;
+  const rt::TextCallback print = [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  rt::StopStringFilter filter(stops, text, print);
+  bool by_callback = false;
+  while (true) {
+    auto r = e.RunChunk(0, knobs);
+    if (!r) return std::unexpected(r.error());
+    (r->phase == rt::ChunkPhase::kPrefill ? st.prompt_ns : st.gen_ns) += r->compute_ns;
+    st.generated += r->tokens.size();
+    st.last = *r;
+    text.append(r->text);
+    if (!filter.Update(&by_callback)) {
+      st.stop = rt::StopReason::kStopString;
+      return st;
+    }
+    if (r->finished) {
+      st.stop = r->stop_reason;
+      filter.Finish(&by_callback);
+      return st;
+    }
+  }
+}
+
+rt::EngineOptions EngineOptionsFrom(const std::string& model_path, const EngineRun& er,
+                                    const rt::SessionOptions& so, int32_t max_tokens,
+                                    bool need_tokenizer) {
   rt::EngineOptions eo;
   eo.model_path = model_path;
+  eo.plain_gguf = er.reference ? rt::PlainGguf::kReference : rt::PlainGguf::kAutoPack;
+  eo.pack_cache.dir = er.pack_cache;
   eo.slots = er.slots;
-  if (so.context_length > 0) eo.context_length = so.context_length;
+  eo.context_length = so.context_length > 0 ? so.context_length : kDefaultCtxCap;
   eo.max_chunk = so.max_batch;
   eo.max_output = std::max(max_tokens, 1);
   eo.kv_type = er.kv;
   eo.layer_prefetch = er.prefetch;
-  eo.require_tokenizer = !prompt.empty();
-  auto engine = rt::Engine::Create(eo);
+  eo.threads = er.threads;
+  eo.require_tokenizer = need_tokenizer;
+  return eo;
+}
+
+// Generation through the engine (packed path; see the file comment).
+int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::SessionOptions& so,
+                  const rt::SamplingParams& sp, const rt::GenerateOptions& gen,
+                  const std::string& prompt, bool chat, const std::string& system) {
+  auto engine = rt::Engine::Create(
+      EngineOptionsFrom(model_path, er, so, gen.max_tokens, !prompt.empty() || !er.print_plan));
   if (!engine) return Fail(engine.error().ToString());
   rt::Engine& e = **engine;
-  FILE* out = prompt.empty() ? stdout : stderr;  // stdout stays the generated text
-  std::fprintf(out, "ari-run: memory plan (%s, %s, %d slots, KV %s)\n%s", model_path.c_str(),
-               e.has_pack() ? "pack" : "plain GGUF", er.slots,
-               std::string(rt::KvTypeName(er.kv)).c_str(), e.memory_plan().ToString().c_str());
-  if (prompt.empty()) return 0;
+  if (er.print_plan) {
+    FILE* out = prompt.empty() ? stdout : stderr;  // stdout stays the generated text
+    std::fprintf(out, "ari-run: memory plan (%s, %s, %d slots, KV %s)\n%s", model_path.c_str(),
+                 e.has_pack() ? "pack" : "plain GGUF", er.slots,
+                 std::string(rt::KvTypeName(er.kv)).c_str(), e.memory_plan().ToString().c_str());
+    if (prompt.empty()) return 0;
+  }
   const rt::Tokenizer* tok = e.model().tokenizer();
   if (tok == nullptr) return Fail("the model has no tokenizer");
+  auto text = RenderPrompt(e.model(), prompt, chat, system);
+  if (!text) return Fail("--chat: " + text.error().ToString());
   rt::EncodeOptions enc;
-  std::string text = prompt;
-  if (chat) {
-    auto kind = rt::DetectChatTemplate(e.model().file());
-    if (!kind) return Fail("--chat: " + kind.error().ToString());
-    std::vector<rt::ChatMessage> msgs;
-    if (!system.empty()) msgs.push_back({"system", system});
-    msgs.push_back({"user", prompt});
-    auto rendered = rt::ApplyChatTemplate(*kind, msgs, /*add_assistant_prefix=*/true);
-    if (!rendered) return Fail("--chat: " + rendered.error().ToString());
-    text = std::move(*rendered);
-    enc.parse_special = true;
-  } else {
-    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-  }
-  auto ids = tok->Encode(text, enc);
+  enc.parse_special = chat;
+  auto ids = tok->Encode(*text, enc);
   if (!ids) return Fail(ids.error().ToString());
+  if (!chat) std::fwrite(prompt.data(), 1, prompt.size(), stdout);  // as llama.cpp does
   rt::TurnSpec turn;
   turn.prompt = *ids;
   turn.sampling = sp;
-  turn.max_tokens = max_tokens;
+  turn.max_tokens = gen.max_tokens;
   turn.keep_context = false;
+  if (gen.max_tokens == 0) return 0;
   if (auto st = e.StartTurn(0, turn); !st) return Fail(st.error().ToString());
   rt::ChunkKnobs knobs;
+  knobs.precision = ChoosePrecision(e.model(), er.precision);
   knobs.kv_type = er.kv;
   knobs.prefill_tokens = so.max_batch;
-  int64_t prompt_ns = 0, gen_ns = 0;
-  size_t generated = 0;
-  rt::StopReason stop = rt::StopReason::kMaxTokens;
-  while (true) {
-    auto r = e.RunChunk(0, knobs);
-    if (!r) return Fail(r.error().ToString());
-    (r->phase == rt::ChunkPhase::kPrefill ? prompt_ns : gen_ns) += r->compute_ns;
-    generated += r->tokens.size();
-    std::fwrite(r->text.data(), 1, r->text.size(), stdout);
-    std::fflush(stdout);
-    if (r->finished) {
-      stop = r->stop_reason;
-      break;
-    }
-  }
+  knobs.decode_tokens = 16;
+  auto st = RunTurn(e, knobs, gen.stop_strings);
   std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!st) return Fail(st.error().ToString());
   std::fprintf(stderr,
-               "ari-run: engine: prompt %zu tokens in %.3f s; generation %zu tokens in "
+               "ari-run: prompt %zu tokens in %.3f s (%.1f tokens/s); generation %zu tokens in "
                "%.3f s (%.1f tokens/s); stop: %s\n",
-               ids->size(), prompt_ns * 1e-9, generated, gen_ns * 1e-9,
-               gen_ns > 0 ? generated / (gen_ns * 1e-9) : 0.0,
-               std::string(rt::StopReasonName(stop)).c_str());
+               ids->size(), st->prompt_ns * 1e-9,
+               st->prompt_ns > 0 ? static_cast<double>(ids->size()) / (st->prompt_ns * 1e-9) : 0.0,
+               st->generated, st->gen_ns * 1e-9,
+               st->gen_ns > 0 ? static_cast<double>(st->generated) / (st->gen_ns * 1e-9) : 0.0,
+               std::string(rt::StopReasonName(st->stop)).c_str());
+  std::fprintf(stderr, "ari-run: ran %s, %s, %d threads, KV %s (%s)\n",
+               std::string(rt::PrecisionName(st->last.precision)).c_str(),
+               std::string(rt::kernels::IsaTierName(st->last.isa)).c_str(), st->last.threads,
+               std::string(rt::KvTypeName(st->last.kv_type)).c_str(), e.loaded_path().c_str());
   return 0;
 }
 
@@ -197,7 +283,21 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
     } else if (a == "--info") {
       o.info = true;
     } else if (a == "--memory-plan") {
-      o.er.enabled = true;
+      o.er.print_plan = true;
+    } else if (a == "--reference") {
+      o.er.reference = true;
+    } else if ((a == "-t" || a == "--threads") && number() && num >= 1) {
+      o.er.threads = static_cast<int32_t>(num);
+    } else if (a == "--pack-cache" && has_value) {
+      o.er.pack_cache = argv[++i];
+    } else if (a == "--precision" && has_value &&
+               (std::string_view(argv[i + 1]) == "auto" ||
+                std::string_view(argv[i + 1]) == "w8a16" ||
+                std::string_view(argv[i + 1]) == "w4a8")) {
+      const std::string_view v = argv[++i];
+      o.er.precision = v == "w8a16"  ? PrecisionArg::kW8A16
+                       : v == "w4a8" ? PrecisionArg::kW4A8
+                                     : PrecisionArg::kAuto;
     } else if (a == "--slots" && number()) {
       o.er.slots = static_cast<int32_t>(num);
     } else if (a == "--kv" && has_value &&
@@ -224,26 +324,20 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
   return std::nullopt;
 }
 
-// Without --memory-plan: the reference generation loop over a Session.
+// --reference: the fp32 reference generation loop over a Session (the specification).
 int RunWithSession(RunArgs& a) {
   auto model = rt::Model::Load(a.model_path);
   if (!model) return Fail(model.error().ToString());
-  const rt::ModelConfig& cfg = (*model)->config();
-  if (a.info) std::fprintf(stderr, "ari-run: %s\n", cfg.ToString().c_str());
-
-  rt::EncodeOptions enc;
-  std::string text = a.prompt;
-  if (a.chat) {
-    auto kind = rt::DetectChatTemplate((*model)->file());
-    if (!kind) return Fail("--chat: " + kind.error().ToString());
-    std::vector<rt::ChatMessage> msgs;
-    if (!a.system.empty()) msgs.push_back({"system", a.system});
-    msgs.push_back({"user", a.prompt});
-    auto rendered = rt::ApplyChatTemplate(*kind, msgs, /*add_assistant_prefix=*/true);
-    if (!rendered) return Fail("--chat: " + rendered.error().ToString());
-    text = std::move(*rendered);
-    enc.parse_special = true;
+  if (rt::IsPack((*model)->file())) {
+    return Fail("--reference needs the plain GGUF: " + a.model_path +
+                " is a pack (it keeps no fp32 weights)");
   }
+  const rt::ModelConfig& cfg = (*model)->config();
+
+  auto text = RenderPrompt(**model, a.prompt, a.chat, a.system);
+  if (!text) return Fail("--chat: " + text.error().ToString());
+  rt::EncodeOptions enc;
+  enc.parse_special = a.chat;
   // fp32 KV cache: cap the default context so long-context models fit in memory.
   rt::SessionOptions& so = a.so;
   if (so.context_length == 0) so.context_length = std::min(cfg.context_length, kDefaultCtxCap);
@@ -255,11 +349,12 @@ int RunWithSession(RunArgs& a) {
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
     std::fflush(stdout);
   }
-  auto res = rt::GenerateFromText(**session, sampler, text, enc, a.gen, [](std::string_view piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  });
+  auto res =
+      rt::GenerateFromText(**session, sampler, *text, enc, a.gen, [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      });
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!res) return Fail(res.error().ToString());
@@ -277,9 +372,11 @@ int RunWithSession(RunArgs& a) {
 int main(int argc, char** argv) {
   RunArgs a;
   if (const std::optional<int> rc = ParseArgs(argc, argv, a)) return *rc;
-  if (a.er.enabled) {
-    return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen.max_tokens, a.prompt, a.chat,
-                         a.system);
+  if (a.info) {
+    auto model = rt::Model::Load(a.model_path);
+    if (!model) return Fail(model.error().ToString());
+    std::fprintf(stderr, "ari-run: %s\n", (*model)->config().ToString().c_str());
   }
-  return RunWithSession(a);
+  if (a.er.reference && !a.er.print_plan) return RunWithSession(a);
+  return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen, a.prompt, a.chat, a.system);
 }

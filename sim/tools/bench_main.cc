@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "qos/scheduler.h"
+#include "qos/shipped_config.h"
 #include "runtime/eval/perf_bench.h"
 #include "runtime/model/model.h"
 #include "sim/thermal_run.h"
@@ -32,7 +33,7 @@ namespace {
 using namespace ari;
 
 struct Args {
-  std::string model, scenario, policy = "config/policy_default.textproto";
+  std::string model, scenario, policy;  // policy empty: the shipped default
   std::string precision = "w8a16";
   int threads = 0, n = 64, reps = 5, prompt = 1024;
   std::vector<int> prompts{64, 128};
@@ -491,7 +492,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (a.scenario.empty()) return ModelBench(a);
-  auto policy = qos::LoadPolicyFile(a.policy);
+  std::string policy_path = a.policy;
+  if (policy_path.empty()) {
+    auto shipped = qos::FindShippedConfig("policy_default.textproto");
+    if (!shipped) {
+      std::fprintf(stderr, "ari-bench: %s\n", shipped.error().message.c_str());
+      return 1;
+    }
+    policy_path = shipped->string();
+  }
+  auto policy = qos::LoadPolicyFile(policy_path);
   if (!policy) {
     std::fprintf(stderr, "ari-bench: policy: %s\n", policy.error().ToString().c_str());
     return 1;

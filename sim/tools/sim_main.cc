@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "qos/policy.h"
+#include "qos/shipped_config.h"
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "sim/calibrate.h"
@@ -366,7 +367,14 @@ int CmdReplay(std::span<char* const> argv) {
     std::fprintf(stderr, "ari-sim replay: %s: corrupt record at %s\n", log_path->c_str(),
                  c.ToString().c_str());
   }
-  const std::string policy_path = args->Get("policy").value_or("config/policy_default.textproto");
+  std::string policy_path;
+  if (auto given = args->Get("policy")) {
+    policy_path = *given;
+  } else {
+    auto shipped = ari::qos::FindShippedConfig("policy_default.textproto");
+    if (!shipped) return Fail("replay", shipped.error().message);
+    policy_path = shipped->string();
+  }
   auto policy = ari::qos::LoadPolicyFile(policy_path);
   if (!policy) return Fail("replay", "policy: " + policy.error().ToString());
   auto cost = args->Get("cost") ? ari::sim::LoadCostModel(*args->Get("cost"))

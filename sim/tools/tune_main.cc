@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "qos/policy.h"
+#include "qos/shipped_config.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/tune.h"
@@ -26,10 +27,12 @@ constexpr int kOk = 0, kError = 1, kUsage = 2;
 
 void Usage() {
   std::fputs(
-      "usage: ari-tune --logs A.pb [B.pb ...] --space SPACE.textproto [--budget N] [--seed S]\n"
+      "usage: ari-tune --logs A.pb [B.pb ...] [--space SPACE.textproto] [--budget N] [--seed S]\n"
       "                [--policy START.textproto] [--cost COST.json] [--threads 2]\n"
       "                [-o OUT.textproto]\n"
-      "defaults: budget 40, seed 1, policy config/policy_default.textproto, the built-in cost\n"
+      "defaults: budget 40, seed 1, the shipped tune_space.textproto and\n"
+      "policy_default.textproto (found as qos/shipped_config.h says: $ARI_CONFIG_DIR,\n"
+      "../share/ari next to the binary, the source tree's config/), the built-in cost\n"
       "model, 2 threads, OUT tuned_policy.textproto\n",
       stderr);
 }
@@ -50,8 +53,8 @@ std::string Score(const ari::sim::TuneScore& s) {
 
 struct TuneArgs {
   std::vector<std::string> logs;
-  std::string space_path, policy_path = "config/policy_default.textproto", cost_path,
-                          out = "tuned_policy.textproto";
+  std::string space_path, policy_path, cost_path,  // empty space/policy: shipped defaults
+      out = "tuned_policy.textproto";
   int budget = 40, threads = 2;
   uint64_t seed = 1;
 };
@@ -88,7 +91,14 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
     else
       return Usage(), Fail("unknown option " + a), kUsage;
   }
-  if (o.logs.empty() || o.space_path.empty()) return Usage(), kUsage;
+  if (o.logs.empty()) return Usage(), kUsage;
+  for (auto [path, name] : {std::pair{&o.space_path, "tune_space.textproto"},
+                            std::pair{&o.policy_path, "policy_default.textproto"}}) {
+    if (!path->empty()) continue;
+    auto shipped = ari::qos::FindShippedConfig(name);
+    if (!shipped) return Fail(shipped.error().message), kUsage;
+    *path = shipped->string();
+  }
   if (o.budget < 1) return Fail("--budget must be >= 1"), kUsage;
   return std::nullopt;
 }

@@ -197,8 +197,10 @@ TEST_F(NodeFallback, NewRequestsGoToTheFallbackWhichIsUnmappedAfterThePressure) 
   AskParams p;
   p.prompt = "Once upon a time";
   p.max_tokens = 12;
-  runtime::ChunkKnobs plain;   // what the node runs without pressure
-  runtime::ChunkKnobs ladder;  // every action of "emergency"
+  // The sensor is off: NORMAL runs the conservative table's W4A8 (policy_default.textproto).
+  runtime::ChunkKnobs plain;  // what the node runs without pressure
+  plain.precision = runtime::Precision::kW4A8;
+  runtime::ChunkKnobs ladder = plain;  // every action of "emergency"
   ladder.greedy_only = true;
   ladder.kv_type = runtime::KvType::kInt8;
   ladder.context_cap = 512;

@@ -150,7 +150,12 @@ TEST_F(NodeFaults, WrongMagicExitsTwoWithReason) {
 }
 
 TEST_F(NodeFaults, ModelTruncatedWhileMappedFailsRequestsNotTheNode) {
-  auto p = CopyModel("mapped.gguf");
+  // The node maps the pack it runs: truncate that file (a plain GGUF would be packed into
+  // the cache and the mapped file would be the cached pack).
+  const auto packed = Stories260KPack(dir_);
+  ASSERT_FALSE(packed.empty());
+  auto p = dir_ / "mapped.pack.gguf";
+  std::filesystem::copy_file(packed, p, std::filesystem::copy_options::overwrite_existing);
   NodeProcess node;
   auto cfg = WriteNodeConfig(dir_ / "mapped", p);
   ASSERT_TRUE(node.Start(cfg, dir_ / "mapped.log"));

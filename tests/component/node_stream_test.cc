@@ -66,12 +66,18 @@ class NodeStream : public ::testing::Test {
   }
 };
 
-// Greedy text of the in-process engine for the same model and prompt.
+// The node runs without a sensor here, so every chunk uses the policy's conservative table:
+// CRITICAL W8A16, the other classes W4A8 (config/policy_default.textproto).
+runtime::Precision ConservativePrecision(ari_Urgency u) {
+  return u == ari_URGENCY_CRITICAL ? runtime::Precision::kW8A16 : runtime::Precision::kW4A8;
+}
+
+// Text of the in-process engine for the same model, prompt and precision.
 struct Reference {
   std::string text;
   std::vector<int32_t> tokens;
 };
-Reference InProcess(const std::string& prompt, int max_tokens) {
+Reference InProcess(const std::string& prompt, int max_tokens, runtime::Precision precision) {
   runtime::EngineOptions eo;
   eo.model_path = g_model;
   eo.slots = 1;
@@ -90,8 +96,10 @@ Reference InProcess(const std::string& prompt, int max_tokens) {
   turn.max_tokens = max_tokens;
   turn.keep_context = false;
   EXPECT_TRUE((*engine)->StartTurn(0, turn).has_value());
+  runtime::ChunkKnobs knobs;
+  knobs.precision = precision;
   for (int i = 0; i < 1000; ++i) {
-    auto r = (*engine)->RunChunk(0, runtime::ChunkKnobs{});
+    auto r = (*engine)->RunChunk(0, knobs);
     EXPECT_TRUE(r.has_value());
     if (!r) break;
     ref.text.append(r->text);
@@ -129,7 +137,7 @@ TEST_F(NodeStream, StreamIsContiguousWithOneTerminalAndEqualsInProcessEngine) {
     }
   }
   EXPECT_EQ(terminals, 1u);
-  const Reference ref = InProcess(p.prompt, 40);
+  const Reference ref = InProcess(p.prompt, 40, ConservativePrecision(ari_URGENCY_NORMAL));
   EXPECT_EQ(tokens, ref.tokens);
   EXPECT_EQ(text, ref.text);
 }
@@ -138,7 +146,9 @@ TEST_F(NodeStream, ConcurrentClientsWithMixedUrgencyAllFinishIntact) {
   const ari_Urgency urg[] = {ari_URGENCY_BACKGROUND, ari_URGENCY_NORMAL, ari_URGENCY_HIGH,
                              ari_URGENCY_CRITICAL};
   const std::string prompt = "The little bird";
-  const Reference ref = InProcess(prompt, 24);
+  Reference refs[4];
+  for (int i = 0; i < 4; ++i) refs[i] = InProcess(prompt, 24, ConservativePrecision(urg[i]));
+  ASSERT_NE(refs[0].tokens, refs[3].tokens);  // the two precisions answer differently
   std::vector<std::thread> threads;
   threads.reserve(4);
   std::vector<component::Result<component::StreamSummary>> results(
@@ -160,7 +170,7 @@ TEST_F(NodeStream, ConcurrentClientsWithMixedUrgencyAllFinishIntact) {
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(results[i].has_value()) << i << ": " << results[i].error().ToString();
     EXPECT_EQ(results[i]->gaps, 0u);
-    EXPECT_EQ(results[i]->text, ref.text) << "urgency " << i;  // preemption keeps the KV
+    EXPECT_EQ(results[i]->text, refs[i].text) << "urgency " << i;  // preemption keeps the KV
   }
 }
 

@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "runtime/convert/llama2c_import.h"
+#include "runtime/eval/layer_calibration.h"
+#include "runtime/model/model.h"
+#include "runtime/model/pack_file.h"
 #include "tests/common/dds_test_util.h"
 #include "tests/common/test_util.h"
 
@@ -41,6 +44,28 @@ inline std::filesystem::path Stories260K(const std::filesystem::path& dir) {
   if (!std::filesystem::exists(out)) {
     if (!runtime::ConvertLlama2c(ckpt, tok, out)) return {};
   }
+  return out;
+}
+
+// stories260K as a calibrated pack in `dir` (layer importance from tests/data/calibration.txt,
+// so layer drop works): what a deployment ships. Empty when the real model is absent.
+inline std::filesystem::path Stories260KPack(const std::filesystem::path& dir) {
+  const auto plain = Stories260K(dir);
+  if (plain.empty()) return {};
+  auto out = dir / "stories260K.pack.gguf";
+  if (std::filesystem::exists(out)) return out;
+  auto model = runtime::Model::Load(plain);
+  if (!model) return {};
+  std::ifstream in(SourceDir() / "tests" / "data" / "calibration.txt");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto ids = (*model)->tokenizer()->Encode(ss.str(), {});
+  if (!ids) return {};
+  auto imp = runtime::CalibrateLayerImportance(**model, *ids);
+  if (!imp) return {};
+  runtime::PackOptions po;
+  po.layer_importance = *imp;
+  if (!runtime::WritePack(plain, out, po)) return {};
   return out;
 }
 

@@ -121,6 +121,7 @@ class FakeEngine final : public runtime::Engine {
   explicit FakeEngine(int slots) : slots_(static_cast<size_t>(slots)) {}
   const runtime::Model& model() const override { return *model_; }
   bool has_pack() const override { return true; }
+  const std::filesystem::path& loaded_path() const override { return path_; }
   const runtime::MemoryPlan& memory_plan() const override { return plan_; }
   int32_t num_slots() const override { return static_cast<int32_t>(slots_.size()); }
   runtime::Result<void> StartTurn(int32_t slot, const runtime::TurnSpec& turn) override {
@@ -186,6 +187,7 @@ class FakeEngine final : public runtime::Engine {
   std::vector<S> slots_;
   std::unique_ptr<runtime::Model> model_;
   runtime::MemoryPlan plan_;
+  std::filesystem::path path_ = "fake.pack.gguf";
 };
 
 inline SchedRequest MakeRequest(uint64_t id, Urgency u, int prompt_len, int max_tokens,

@@ -22,6 +22,7 @@ std::unique_ptr<Engine> Make(const std::filesystem::path& p, int threads = 1) {
   o.max_output = 512;
   o.threads = threads;
   o.require_tokenizer = true;
+  o.plain_gguf = PlainGguf::kReference;  // a plain file here is the reference path under test
   auto e = Engine::Create(o);
   EXPECT_TRUE(e.has_value()) << (e ? "" : e.error().ToString());
   return e ? std::move(*e) : nullptr;

@@ -108,6 +108,7 @@ TEST(EngineMemory, Int8SlotsFromCreation) {
   // A plain GGUF (reference path, fp32 KV) cannot be INT8.
   EngineOptions o;
   o.model_path = mp.plain;
+  o.plain_gguf = PlainGguf::kReference;
   o.kv_type = KvType::kInt8;
   o.threads = 1;
   auto bad = Engine::Create(o);

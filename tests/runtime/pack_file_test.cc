@@ -68,7 +68,7 @@ TEST(PackFile, StoresImportanceAndRejectsBadInput) {
   EXPECT_FALSE(WritePack(mp.pack, mp.plain.string() + ".again").has_value());  // already a pack
 }
 
-TEST(PackFile, EngineTimeToReadyAndPlainFallback) {
+TEST(PackFile, EngineTimeToReadyAndPlainPaths) {
   testing::TinySpec s;
   s.tied = true;
   auto mp = testing::TinyPair(s, "pack_ttr");
@@ -84,10 +84,19 @@ TEST(PackFile, EngineTimeToReadyAndPlainFallback) {
   std::printf("[measured] tiny pack time to ready %.2f ms\n", ms);
   EXPECT_TRUE((*e)->has_pack());
   std::printf("%s", (*e)->memory_plan().ToString().c_str());
+  // A plain GGUF runs its automatic pack by default (ARI_PACK_CACHE: this test's folder)...
   o.model_path = mp.plain;
+  auto packed = Engine::Create(o);
+  ASSERT_TRUE(packed.has_value()) << packed.error().ToString();
+  EXPECT_TRUE((*packed)->has_pack());
+  EXPECT_NE((*packed)->loaded_path(), mp.plain);
+  EXPECT_TRUE((*packed)->loaded_path().string().ends_with(".pack.gguf"));
+  // ... and the fp32 reference path only when asked for.
+  o.plain_gguf = PlainGguf::kReference;
   auto r = Engine::Create(o);
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE((*r)->has_pack());
+  EXPECT_EQ((*r)->loaded_path(), mp.plain);
   const std::vector<TokenId> prompt = {1, 2, 3};
   TurnSpec t;
   t.prompt = prompt;

@@ -129,7 +129,14 @@ TEST_F(ReplayCli, TuneWritesValidPolicyAndDiff) {
                 .code,
             0);
   EXPECT_EQ(Slurp(out), first);
-  EXPECT_EQ(Exec(Bin("ari-tune"), "--logs " + log.string()).code, 2);  // no --space
+  EXPECT_EQ(Exec(Bin("ari-tune"), "--budget 2").code, 2);  // no --logs
+  // Without --space / --policy the shipped files are found (qos/shipped_config.h), from
+  // any working folder.
+  const auto dflt = out.parent_path() / "default_space.textproto";
+  const auto run = Exec("cd / && " + Bin("ari-tune").string(),
+                        "--logs " + log.string() + " --budget 2 -o " + dflt.string());
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_TRUE(qos::LoadPolicyFile(dflt).has_value());
 }
 
 }  // namespace
