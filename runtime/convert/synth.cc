@@ -58,8 +58,8 @@ uint32_t FileType(TensorType t) {  // llama_ftype
     case TensorType::kQ4_0: return 2;
     case TensorType::kQ8_0: return 7;
     case TensorType::kBF16: return 32;
+    default: return 0;  // types ari-synth does not write (ParseTensorTypeName refuses them)
   }
-  return 0;
 }
 
 // Encodes one row of floats into `type`.
@@ -75,6 +75,7 @@ void EncodeRow(TensorType type, const float* src, std::byte* dst, int64_t n) {
       return;
     case TensorType::kQ8_0:
     case TensorType::kQ4_0: QuantizeRow(type, src, dst, n); return;
+    default: return;  // not reached: ParseTensorTypeName accepts only the types above
   }
 }
 

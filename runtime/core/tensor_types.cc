@@ -16,7 +16,13 @@ std::string_view TensorTypeName(TensorType t) {
     case TensorType::kF32: return "F32";
     case TensorType::kF16: return "F16";
     case TensorType::kQ4_0: return "Q4_0";
+    case TensorType::kQ4_1: return "Q4_1";
+    case TensorType::kQ5_0: return "Q5_0";
+    case TensorType::kQ5_1: return "Q5_1";
     case TensorType::kQ8_0: return "Q8_0";
+    case TensorType::kQ4_K: return "Q4_K";
+    case TensorType::kQ5_K: return "Q5_K";
+    case TensorType::kQ6_K: return "Q6_K";
     case TensorType::kBF16: return "BF16";
   }
   return "unknown";
@@ -27,7 +33,13 @@ bool IsSupportedTensorType(uint32_t raw) {
     case TensorType::kF32:
     case TensorType::kF16:
     case TensorType::kQ4_0:
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_0:
+    case TensorType::kQ5_1:
     case TensorType::kQ8_0:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K:
     case TensorType::kBF16: return true;
   }
   return false;
@@ -36,7 +48,13 @@ bool IsSupportedTensorType(uint32_t raw) {
 int64_t BlockSize(TensorType t) {
   switch (t) {
     case TensorType::kQ4_0:
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_0:
+    case TensorType::kQ5_1:
     case TensorType::kQ8_0: return kQuantGroup;
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K: return kSuperBlock;
     default: return 1;
   }
 }
@@ -47,7 +65,13 @@ int64_t BlockBytes(TensorType t) {
     case TensorType::kF16:
     case TensorType::kBF16: return 2;
     case TensorType::kQ4_0: return sizeof(BlockQ4_0);
+    case TensorType::kQ4_1: return sizeof(BlockQ4_1);
+    case TensorType::kQ5_0: return sizeof(BlockQ5_0);
+    case TensorType::kQ5_1: return sizeof(BlockQ5_1);
     case TensorType::kQ8_0: return sizeof(BlockQ8_0);
+    case TensorType::kQ4_K: return sizeof(BlockQ4_K);
+    case TensorType::kQ5_K: return sizeof(BlockQ5_K);
+    case TensorType::kQ6_K: return sizeof(BlockQ6_K);
   }
   return 0;
 }
@@ -187,7 +211,48 @@ void QuantizeBlockQ4_0(const float* x, BlockQ4_0* y) {
   }
 }
 
+// Q4_1, Q5_0, Q5_1: 32 elements; element j < 16 is the low nibble of qs[j], element j + 16
+// its high nibble; the fifth bit (Q5_*) of element j is bit j of qh (little-endian).
+// x = d * q + m (Q4_1, Q5_1) or d * (q - 16) (Q5_0).
+void DequantizeBlock32(TensorType type, const std::byte* src, float* out) {
+  const bool has_min = type != TensorType::kQ5_0;  // Q4_1, Q5_1: fp16 m after d
+  const bool has_qh = type != TensorType::kQ4_1;   // Q5_0, Q5_1: 4 bytes qh before qs
+  uint16_t d_bits = 0, m_bits = 0;
+  uint32_t qh = 0;
+  uint8_t qs[16];
+  size_t at = 0;
+  std::memcpy(&d_bits, src, 2);
+  at += 2;
+  if (has_min) {
+    std::memcpy(&m_bits, src + at, 2);
+    at += 2;
+  }
+  if (has_qh) {
+    std::memcpy(&qh, src + at, 4);  // little-endian (static_assert above)
+    at += 4;
+  }
+  std::memcpy(qs, src + at, sizeof qs);
+  const float d = Fp16ToFp32(d_bits);
+  const float m = Fp16ToFp32(m_bits);
+  for (int j = 0; j < kQuantGroup; ++j) {
+    const int nibble = j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4);
+    const int q = nibble | static_cast<int>(((qh >> j) & 1u) << 4);
+    out[j] = has_min ? d * static_cast<float>(q) + m : d * static_cast<float>(q - 16);
+  }
+}
+
 }  // namespace
+
+bool CanQuantize(TensorType t) {
+  switch (t) {
+    case TensorType::kF32:
+    case TensorType::kF16:
+    case TensorType::kBF16:
+    case TensorType::kQ8_0:
+    case TensorType::kQ4_0: return true;
+    default: return false;
+  }
+}
 
 void DequantizeRow(TensorType type, const std::byte* src, float* dst, int64_t n) {
   switch (type) {
@@ -225,6 +290,18 @@ void DequantizeRow(TensorType type, const std::byte* src, float* dst, int64_t n)
       }
       return;
     }
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_0:
+    case TensorType::kQ5_1: {
+      const int64_t bb = BlockBytes(type);
+      for (int64_t b = 0; b < n / kQuantGroup; ++b) {
+        DequantizeBlock32(type, src + b * bb, dst + b * kQuantGroup);
+      }
+      return;
+    }
+    case TensorType::kQ4_K: DequantizeRowQ4K(src, dst, n); return;
+    case TensorType::kQ5_K: DequantizeRowQ5K(src, dst, n); return;
+    case TensorType::kQ6_K: DequantizeRowQ6K(src, dst, n); return;
   }
 }
 
@@ -256,6 +333,7 @@ void QuantizeRow(TensorType type, const float* src, std::byte* dst, int64_t n) {
       }
       return;
     }
+    default: return;  // !CanQuantize(type): ARI reads these types, it does not write them
   }
 }
 

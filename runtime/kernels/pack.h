@@ -13,8 +13,9 @@
 namespace ari::runtime::kernels {
 
 // Packs a rows x cols matrix whose row r starts at src + r * src_row_bytes and holds `cols`
-// values of `src_type` (kF32, kF16, kBF16, kQ8_0, kQ4_0; quant types need cols % 32 == 0,
-// as in GGUF) into dst, which must hold PackedBytes(precision, rows, cols) bytes.
+// values of `src_type` (any supported type: float, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 need
+// cols % 32 == 0, the K-quants Q4_K, Q5_K, Q6_K cols % 256 == 0, as in GGUF) into dst,
+// which must hold PackedBytes(precision, rows, cols) bytes.
 //  - kQ8_0 -> kW8 and kQ4_0 -> kW4 copy scales and quants unchanged (no requantization).
 //  - Any other pair dequantizes the row to fp32, zero-pads it to PaddedCols(cols) and
 //    quantizes it as ggml's reference Q8_0 / Q4_0 quantizer does (QuantizeRow), so packing

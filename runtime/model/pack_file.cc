@@ -17,6 +17,8 @@ using kernels::PackedPrecision;
 constexpr PackedPrecision kPrecisions[2] = {PackedPrecision::kW8, PackedPrecision::kW4};
 const char* Suffix(PackedPrecision p) { return p == PackedPrecision::kW8 ? ".w8" : ".w4"; }
 
+std::string TypeName(TensorType t) { return std::string(TensorTypeName(t)); }
+
 bool IsLinearName(const std::string& n) {
   static const char* kEnds[] = {"attn_q.weight",      "attn_k.weight",   "attn_v.weight",
                                 "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
@@ -39,7 +41,10 @@ Result<void> AddPacked(GgufWriter& w, const std::string& name, const TensorInfo&
                        Progress* progress) {
   const int64_t cols = t.ne[0], rows = t.NumRows();
   auto row_bytes = RowBytes(t.type, cols);
-  if (!row_bytes) return std::unexpected(row_bytes.error());
+  if (!row_bytes) {
+    return MakeError(row_bytes.error().code,
+                     "ari-pack: tensor " + name + ": " + row_bytes.error().message);
+  }
   for (PackedPrecision p : kPrecisions) {
     const int64_t ne[2] = {kernels::RowBlockBytes(p, cols) / 4, kernels::RowBlocks(rows)};
     const TensorType type = t.type;
@@ -51,14 +56,17 @@ Result<void> AddPacked(GgufWriter& w, const std::string& name, const TensorInfo&
                    static_cast<long long>(rows), static_cast<long long>(cols),
                    std::string(TensorTypeName(type)).c_str());
     }
-    auto r = w.AddTensor(std::move(out_name), TensorType::kF32, ne,
-                         [=](std::span<std::byte> out) -> Result<void> {
-                           auto r = kernels::PackMatrix(p, type, src, rb, rows, cols, out);
-                           if (r && progress->fn && *progress->fn) {
-                             (*progress->fn)(++progress->done, progress->total);
-                           }
-                           return r;
-                         });
+    auto r = w.AddTensor(
+        std::move(out_name), TensorType::kF32, ne, [=](std::span<std::byte> out) -> Result<void> {
+          auto packed = kernels::PackMatrix(p, type, src, rb, rows, cols, out);
+          if (!packed) {
+            return MakeError(packed.error().code, "ari-pack: tensor " + name + " (" +
+                                                      TypeName(type) +
+                                                      "): " + packed.error().message);
+          }
+          if (progress->fn && *progress->fn) (*progress->fn)(++progress->done, progress->total);
+          return packed;
+        });
     if (!r) return r;
   }
   return {};

@@ -17,7 +17,10 @@
 //    ne = [RowBlockBytes / 4, RowBlocks] (tiles are multiples of 16 bytes); the logical
 //    rows x cols come from the model config. Any GGUF reader (ari-gguf) can list them.
 //  - norms and biases as F32 (F16/BF16 sources converted), token_embd.weight unchanged
-//    (any row-readable type: F32/F16/BF16/Q8_0/Q4_0; rows are read on demand).
+//    (any supported type, K-quants included; rows are read on demand with DequantizeRow).
+//  - source types (docs/runtime.md, "Supported tensor types"): Q8_0 -> W8 and Q4_0 -> W4
+//    keep their blocks; every other pair (F32/F16/BF16, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K
+//    sources) is dequantized to fp32 and re-quantized to Q8_0 / Q4_0 groups of 32.
 //  - the original linear weights are NOT kept: Precision::kReference needs a plain GGUF.
 #pragma once
 
@@ -58,7 +61,8 @@ struct PackSummary {
   double seconds = 0;
 };
 
-// Reads a plain GGUF (F32/F16/BF16/Q8_0/Q4_0 weights) and writes the pack.
+// Reads a plain GGUF (weights of any supported type: F32/F16/BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K) and writes the pack. Errors name the tensor and its type.
 Result<PackSummary> WritePack(const std::filesystem::path& in, const std::filesystem::path& out,
                               const PackOptions& opts = {});
 

@@ -293,9 +293,15 @@ TEST(GgufCorruptTest, TensorInfoErrors) {
   // Elements fit int64 but bytes do not: 2^62 F32 elements.
   ExpectError(OneTensor({.n_dims = 2, .ne = {uint64_t{1} << 31, uint64_t{1} << 31}}), 53,
               "overflows");
-  ExpectError(OneTensor({.type = 3}), 45, "unsupported tensor type 3", ErrorCode::kUnsupported);
+  ExpectError(OneTensor({.type = 10}), 45, "unsupported tensor type 10",  // Q2_K
+              ErrorCode::kUnsupported);
   ExpectError(OneTensor({.type = 99}), 45, "unsupported tensor type 99", ErrorCode::kUnsupported);
   ExpectError(OneTensor({.ne = {33}, .type = 8}), 45, "not a multiple of 32");
+  ExpectError(OneTensor({.ne = {33}, .type = 3}), 45, "not a multiple of 32 for type Q4_1");
+  // K-quants need rows of whole 256-element super-blocks: 32 (fine for Q4_0) is not.
+  ExpectError(OneTensor({.ne = {32}, .type = 12}), 45, "tensor 't'");
+  ExpectError(OneTensor({.ne = {32}, .type = 12}), 45, "not a multiple of 256 for type Q4_K");
+  ExpectError(OneTensor({.ne = {512}, .type = 14}), 49, "extends past the end of the file");
   ExpectError(OneTensor({.offset = 1}), 49, "not a multiple of the alignment 32");
   ExpectError(OneTensor({.offset = 128}), 49, "extends past the end of the file");
   ExpectError(OneTensor({.data_bytes = 127}), 49, "extends past the end of the file");

@@ -28,8 +28,10 @@ TEST(TensorTypesTest, NamesAndSizes) {
   EXPECT_EQ(TensorTypeName(TensorType::kBF16), "BF16");
   EXPECT_TRUE(IsSupportedTensorType(0));
   EXPECT_TRUE(IsSupportedTensorType(30));
-  EXPECT_FALSE(IsSupportedTensorType(3));   // Q4_1: valid ggml, unsupported here
-  EXPECT_FALSE(IsSupportedTensorType(12));  // Q4_K
+  EXPECT_FALSE(IsSupportedTensorType(10));  // Q2_K: valid ggml, unsupported here
+  EXPECT_FALSE(IsSupportedTensorType(11));  // Q3_K
+  EXPECT_FALSE(IsSupportedTensorType(15));  // Q8_K (ggml's internal activation type)
+  EXPECT_FALSE(IsSupportedTensorType(4));   // removed Q4_2
   EXPECT_FALSE(IsSupportedTensorType(0xffffffffu));
   EXPECT_EQ(BlockSize(TensorType::kQ8_0), 32);
   EXPECT_EQ(BlockBytes(TensorType::kQ8_0), 34);
@@ -52,7 +54,7 @@ TEST(TensorTypesTest, RowAndTensorBytesErrors) {
     EXPECT_FALSE(RowBytes(TensorType::kQ4_0, n));
   }
   EXPECT_FALSE(RowBytes(TensorType::kF32, -1));
-  EXPECT_FALSE(RowBytes(static_cast<TensorType>(3), 32));
+  EXPECT_FALSE(RowBytes(static_cast<TensorType>(10), 256));
   EXPECT_FALSE(RowBytes(TensorType::kF32, std::numeric_limits<int64_t>::max()));  // overflow
   const int64_t big = int64_t{1} << 40;
   EXPECT_FALSE(TensorBytes(TensorType::kF32, std::vector<int64_t>{big, big}));
