@@ -2,8 +2,12 @@
 // prompt / generation speed on stderr.
 //
 //   ari-run -m model.gguf -p "Once upon a time" -n 64 [--temp T] [--top-p P] [--top-k K]
-//           [--min-p M] [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]
+//           [--min-p M] [--repeat-penalty R] [--seed S]
+//           [--chat [--system TEXT] [--turn user:TEXT|assistant:TEXT]...]
 //           [--stop STR]... [--ctx N] [--batch N] [--info]
+//
+// --chat renders system, turns and -p (the last user turn) with the model's chat format
+// (EncodeChat in runtime/tokenizer/chat_template.h, as ari-node does for chat-form requests).
 //           [--memory-plan [--slots N] [--kv f16|int8] [--prefetch auto|on|off]]
 //
 // --memory-plan creates the Engine (runtime/engine/engine.h) with these options and prints its
@@ -36,7 +40,9 @@ void Usage(FILE* f) {
                "usage: ari-run -m MODEL.gguf [-p PROMPT] [-n N_TOKENS]\n"
                "  --temp T (0.8; 0 = greedy)  --top-p P (0.9)  --top-k K (0 = off)\n"
                "  --min-p M (0 = off)  --repeat-penalty R (1 = off)  --seed S (time)\n"
-               "  --chat (apply the model's chat template)  --system TEXT (with --chat)\n"
+               "  --chat (the model's chat template; plain format without one)\n"
+               "  --system TEXT, --turn user:TEXT|assistant:TEXT (repeatable; with --chat;\n"
+               "    -p is the last user turn)\n"
                "  --stop STR (repeatable)  --ctx N (context; default min(model's, 4096))\n"
                "  --batch N (prefill chunk, 32)\n"
                "  --info (print the model config)\n"
@@ -56,6 +62,42 @@ bool ParseNumber(const char* s, double& out) {
   return end != s && *end == '\0';
 }
 
+struct ChatArgs {
+  bool enabled = false;
+  std::string system;
+  std::vector<rt::ChatMessage> turns;  // --turn, in order
+};
+
+// The prompt ids: -p as is, or (--chat) system, turns and -p as a user turn through the
+// model's chat format. An empty plain prompt is BOS alone.
+rt::Result<std::vector<rt::TokenId>> EncodePrompt(const rt::GgufFile& file,
+                                                  const rt::Tokenizer& tok,
+                                                  const std::string& prompt, const ChatArgs& chat) {
+  if (!chat.enabled) {
+    auto ids = tok.Encode(prompt, rt::EncodeOptions{});
+    if (ids && ids->empty() && tok.Bos() >= 0) ids->push_back(tok.Bos());
+    return ids;
+  }
+  auto kind = rt::ModelChatTemplate(file);
+  if (!kind) return rt::MakeError(kind.error().code, "--chat: " + kind.error().message);
+  std::vector<rt::ChatMessage> msgs;
+  if (!chat.system.empty()) msgs.push_back({"system", chat.system});
+  msgs.insert(msgs.end(), chat.turns.begin(), chat.turns.end());
+  if (!prompt.empty()) msgs.push_back({"user", prompt});
+  return rt::EncodeChat(tok, *kind, msgs);
+}
+
+// "user:TEXT" / "assistant:TEXT" -> message; false for another form.
+bool ParseTurn(std::string_view arg, std::vector<rt::ChatMessage>& turns) {
+  for (std::string_view role : {"user", "assistant"}) {
+    if (arg.size() > role.size() && arg.starts_with(role) && arg[role.size()] == ':') {
+      turns.push_back({std::string(role), std::string(arg.substr(role.size() + 1))});
+      return true;
+    }
+  }
+  return false;
+}
+
 struct EngineRun {
   bool enabled = false;
   int32_t slots = 2;
@@ -67,7 +109,7 @@ struct EngineRun {
 // generation through it.
 int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::SessionOptions& so,
                   const rt::SamplingParams& sp, int32_t max_tokens, const std::string& prompt,
-                  bool chat, const std::string& system) {
+                  const ChatArgs& chat) {
   rt::EngineOptions eo;
   eo.model_path = model_path;
   eo.slots = er.slots;
@@ -76,34 +118,21 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
   eo.max_output = std::max(max_tokens, 1);
   eo.kv_type = er.kv;
   eo.layer_prefetch = er.prefetch;
-  eo.require_tokenizer = !prompt.empty();
+  const bool generate = !prompt.empty() || !chat.turns.empty();
+  eo.require_tokenizer = generate;
   auto engine = rt::Engine::Create(eo);
   if (!engine) return Fail(engine.error().ToString());
   rt::Engine& e = **engine;
-  FILE* out = prompt.empty() ? stdout : stderr;  // stdout stays the generated text
+  FILE* out = generate ? stderr : stdout;  // stdout stays the generated text
   std::fprintf(out, "ari-run: memory plan (%s, %s, %d slots, KV %s)\n%s", model_path.c_str(),
                e.has_pack() ? "pack" : "plain GGUF", er.slots,
                std::string(rt::KvTypeName(er.kv)).c_str(), e.memory_plan().ToString().c_str());
-  if (prompt.empty()) return 0;
+  if (!generate) return 0;
   const rt::Tokenizer* tok = e.model().tokenizer();
   if (tok == nullptr) return Fail("the model has no tokenizer");
-  rt::EncodeOptions enc;
-  std::string text = prompt;
-  if (chat) {
-    auto kind = rt::DetectChatTemplate(e.model().file());
-    if (!kind) return Fail("--chat: " + kind.error().ToString());
-    std::vector<rt::ChatMessage> msgs;
-    if (!system.empty()) msgs.push_back({"system", system});
-    msgs.push_back({"user", prompt});
-    auto rendered = rt::ApplyChatTemplate(*kind, msgs, /*add_assistant_prefix=*/true);
-    if (!rendered) return Fail("--chat: " + rendered.error().ToString());
-    text = std::move(*rendered);
-    enc.parse_special = true;
-  } else {
-    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-  }
-  auto ids = tok->Encode(text, enc);
+  auto ids = EncodePrompt(e.model().file(), *tok, prompt, chat);
   if (!ids) return Fail(ids.error().ToString());
+  if (!chat.enabled) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   rt::TurnSpec turn;
   turn.prompt = *ids;
   turn.sampling = sp;
@@ -139,11 +168,12 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
 }
 
 struct RunArgs {
-  std::string model_path, prompt, system;
+  std::string model_path, prompt;
   rt::SamplingParams sp;
   rt::GenerateOptions gen;
   rt::SessionOptions so;
-  bool chat = false, info = false;
+  ChatArgs chat;
+  bool info = false;
   EngineRun er;
 };
 
@@ -171,7 +201,9 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
     } else if (a == "-p" && has_value) {
       o.prompt = argv[++i];
     } else if (a == "--system" && has_value) {
-      o.system = argv[++i];
+      o.chat.system = argv[++i];
+    } else if (a == "--turn" && has_value && ParseTurn(argv[i + 1], o.chat.turns)) {
+      ++i;
     } else if (a == "--stop" && has_value) {
       o.gen.stop_strings.emplace_back(argv[++i]);
     } else if (a == "-n" && number()) {
@@ -193,7 +225,7 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
     } else if (a == "--batch" && number()) {
       o.so.max_batch = static_cast<int32_t>(num);
     } else if (a == "--chat") {
-      o.chat = true;
+      o.chat.enabled = true;
     } else if (a == "--info") {
       o.info = true;
     } else if (a == "--memory-plan") {
@@ -221,6 +253,9 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
     return Fail("-m MODEL.gguf is required");
   }
   if (o.gen.max_tokens < 0) return Fail("-n must be >= 0");
+  if (!o.chat.enabled && (!o.chat.system.empty() || !o.chat.turns.empty())) {
+    return Fail("--system and --turn need --chat");
+  }
   return std::nullopt;
 }
 
@@ -231,19 +266,10 @@ int RunWithSession(RunArgs& a) {
   const rt::ModelConfig& cfg = (*model)->config();
   if (a.info) std::fprintf(stderr, "ari-run: %s\n", cfg.ToString().c_str());
 
-  rt::EncodeOptions enc;
-  std::string text = a.prompt;
-  if (a.chat) {
-    auto kind = rt::DetectChatTemplate((*model)->file());
-    if (!kind) return Fail("--chat: " + kind.error().ToString());
-    std::vector<rt::ChatMessage> msgs;
-    if (!a.system.empty()) msgs.push_back({"system", a.system});
-    msgs.push_back({"user", a.prompt});
-    auto rendered = rt::ApplyChatTemplate(*kind, msgs, /*add_assistant_prefix=*/true);
-    if (!rendered) return Fail("--chat: " + rendered.error().ToString());
-    text = std::move(*rendered);
-    enc.parse_special = true;
-  }
+  const rt::Tokenizer* tok = (*model)->tokenizer();
+  if (tok == nullptr) return Fail("the model has no tokenizer");
+  auto ids = EncodePrompt((*model)->file(), *tok, a.prompt, a.chat);
+  if (!ids) return Fail(ids.error().ToString());
   // fp32 KV cache: cap the default context so long-context models fit in memory.
   rt::SessionOptions& so = a.so;
   if (so.context_length == 0) so.context_length = std::min(cfg.context_length, kDefaultCtxCap);
@@ -251,11 +277,11 @@ int RunWithSession(RunArgs& a) {
   if (!session) return Fail(session.error().ToString());
   rt::Sampler sampler(cfg.vocab_size, a.sp);
 
-  if (!a.chat) {  // echo the prompt, as llama2.c and llama.cpp do
+  if (!a.chat.enabled) {  // echo the prompt, as llama2.c and llama.cpp do
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
     std::fflush(stdout);
   }
-  auto res = rt::GenerateFromText(**session, sampler, text, enc, a.gen, [](std::string_view piece) {
+  auto res = rt::Generate(**session, sampler, *ids, a.gen, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
     return true;
@@ -278,8 +304,7 @@ int main(int argc, char** argv) {
   RunArgs a;
   if (const std::optional<int> rc = ParseArgs(argc, argv, a)) return *rc;
   if (a.er.enabled) {
-    return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen.max_tokens, a.prompt, a.chat,
-                         a.system);
+    return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen.max_tokens, a.prompt, a.chat);
   }
   return RunWithSession(a);
 }
