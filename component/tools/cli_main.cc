@@ -1,7 +1,10 @@
 // ari-cli: talk to an ARI node from a shell (uses ari_client only).
 //   ari-cli [--domain N] [--config CYCLONE_XML] [--client NAME] COMMAND ...
 //   ask [--urgency critical|high|normal|background] [--deadline-ms N] [--session ID]
-//       [--max-tokens N] [--temp T] [--seed S] [--chunks] "prompt"
+//       [--max-tokens N] [--temp T] [--seed S] [--chunks]
+//       [--system TEXT] [--turn user:TEXT|assistant:TEXT]... "prompt"
+//       (--system/--turn make it a chat-form request: system, turns, then the prompt
+//       as the last user turn; the node renders them with the model's chat template)
 //   status [--timeout-ms N]       print the node's current NodeStatus
 //   watch [--count N] [--duration-ms N]   print every NodeStatus as it arrives
 //   cancel REQUEST_ID             (the id ask prints on stderr)
@@ -84,11 +87,25 @@ int Usage() {
   std::fprintf(stderr,
                "usage: ari-cli [--domain N] [--config XML] [--client NAME] COMMAND\n"
                "  ask [--urgency critical|high|normal|background] [--deadline-ms N]\n"
-               "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks] PROMPT\n"
+               "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks]\n"
+               "      [--system TEXT] [--turn user:TEXT|assistant:TEXT]... [PROMPT]\n"
+               "      (chat form: system, turns, then PROMPT as the last user turn)\n"
                "  status [--timeout-ms N]\n"
                "  watch [--count N] [--duration-ms N]\n"
                "  cancel REQUEST_ID\n");
   return 1;
+}
+
+// --system TEXT / --turn ROLE:TEXT into p; false (after a message) on a bad value.
+bool AddChatArg(AskParams& p, const std::string& flag, const std::string& value) {
+  if (flag == "--system") {
+    p.system = value;
+    return !value.empty();
+  }
+  auto turn = ParseTurn(value);
+  if (!turn) std::fprintf(stderr, "ari-cli: %s\n", turn.error().ToString().c_str());
+  if (turn) p.turns.push_back(std::move(*turn));
+  return turn.has_value();
 }
 
 int Ask(Client& client, std::vector<std::string>& args) {
@@ -123,13 +140,15 @@ int Ask(Client& client, std::vector<std::string>& args) {
       p.sampling.seed = std::strtoull(val().c_str(), nullptr, 10);
     } else if (a == "--chunks") {
       chunks = true;
+    } else if (a == "--system" || a == "--turn") {
+      if (!AddChatArg(p, a, val())) return Usage();
     } else if (prompt.empty() && !a.starts_with("--")) {
       prompt = a;
     } else {
       return Usage();
     }
   }
-  if (prompt.empty()) return Usage();
+  if (prompt.empty() && p.turns.empty()) return Usage();
   p.prompt = prompt;
   const auto t0 = Clock::now();
   auto stream = client.Ask(p);
