@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "component/client/client.h"
@@ -96,6 +97,20 @@ int Usage() {
   return 1;
 }
 
+bool ParseUrgency(const std::string& u, ari_Urgency& out) {
+  constexpr std::pair<const char*, ari_Urgency> kNames[] = {{"critical", ari_URGENCY_CRITICAL},
+                                                            {"high", ari_URGENCY_HIGH},
+                                                            {"normal", ari_URGENCY_NORMAL},
+                                                            {"background", ari_URGENCY_BACKGROUND}};
+  for (const auto& [name, urgency] : kNames) {
+    if (u == name) {
+      out = urgency;
+      return true;
+    }
+  }
+  return false;
+}
+
 // --system TEXT / --turn ROLE:TEXT into p; false (after a message) on a bad value.
 bool AddChatArg(AskParams& p, const std::string& flag, const std::string& value) {
   if (flag == "--system") {
@@ -117,17 +132,7 @@ int Ask(Client& client, std::vector<std::string>& args) {
     const std::string& a = args[i];
     auto val = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
     if (a == "--urgency") {
-      std::string u = val();
-      if (u == "critical")
-        p.urgency = ari_URGENCY_CRITICAL;
-      else if (u == "high")
-        p.urgency = ari_URGENCY_HIGH;
-      else if (u == "normal")
-        p.urgency = ari_URGENCY_NORMAL;
-      else if (u == "background")
-        p.urgency = ari_URGENCY_BACKGROUND;
-      else
-        return Usage();
+      if (!ParseUrgency(val(), p.urgency)) return Usage();
     } else if (a == "--deadline-ms") {
       p.deadline_ms = static_cast<uint32_t>(std::strtoul(val().c_str(), nullptr, 10));
     } else if (a == "--session") {

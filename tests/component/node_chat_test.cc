@@ -103,7 +103,7 @@ class NodeChat : public NodeTestBase {
                            std::span(t.data, t.nbytes));
       EXPECT_TRUE(r.has_value()) << r.error().ToString();
     }
-    const auto out = dir_ / name;
+    auto out = dir_ / name;
     auto r = w.WriteFile(out);
     EXPECT_TRUE(r.has_value()) << r.error().ToString();
     return out;
