@@ -109,7 +109,8 @@ class NodeChat : public NodeTestBase {
     return out;
   }
 
-  // Starts a node on `model`, sends `p`, returns the answer (and stops the node).
+  // Starts a node on `model`, sends `asks` one after the other (then ari-cli with cli_ask_),
+  // stops the node; returns the last answer, every answer into `all`.
   Answer AskNode(const std::filesystem::path& model, const std::string& tag,
                  const std::vector<AskParams>& asks, std::vector<Answer>* all = nullptr) {
     NodeProcess node;
@@ -255,8 +256,18 @@ TEST_F(NodeChat, TemplatedChatEqualsAriRunChat) {
 
 TEST_F(NodeChat, ModelWithoutTemplateUsesThePlainFormat) {
   const AskParams p = Conversation();
-  const Answer got = AskNode(model_, "plain", {p});
+  AskParams car;  // a plain prompt: the streamed text is llama.cpp's continuation
+  car.prompt = "The car turned left at the";
+  car.max_tokens = 16;
+  std::vector<Answer> answers;
+  AskNode(model_, "plain", {p, car}, &answers);
+  ASSERT_EQ(answers.size(), 2u);
+  const Answer& got = answers[0];
   EXPECT_EQ(got.status, ari_STATUS_DONE) << got.message;
+  // llama-simple -m stories260K.gguf -n 16 "The car turned left at the" prints
+  // "<s> The car turned left at the park. It was a big, red ball. The"
+  // (tests/runtime/detokenize_golden_test.cc): the space before "park" comes over DDS too.
+  EXPECT_EQ(answers[1].text, " park. It was a big, red ball. The");
   EXPECT_NE(log_.find("chat format: plain"), std::string::npos) << log_;
   const Answer want = InProcess(model_, p);
   ASSERT_FALSE(want.tokens.empty());
