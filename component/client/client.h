@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ari.h"
@@ -42,15 +43,26 @@ struct Turn {
   std::string text;
 };
 
+// A request is plain (prompt alone) or chat form: the node renders chat turns with the
+// model's chat template, roles kept (docs/interface.md). Chat form is sent as
+//   [system as a ROLE_SYSTEM turn] + turns + [prompt as the last ROLE_USER turn]
+// with the empty parts left out; at most ari_kMaxTurns turns in all.
 struct AskParams {
-  std::string prompt;       // either a prompt ...
-  std::vector<Turn> turns;  // ... or chat turns (exactly one of both)
+  std::string prompt;       // alone: a plain prompt; with system/turns: the last user turn
+  std::string system;       // system prompt (makes the request chat form)
+  std::vector<Turn> turns;  // chat turns, in order (a conversation so far)
   ari_Urgency urgency = ari_URGENCY_NORMAL;
   uint32_t max_tokens = 128;
   uint32_t deadline_ms = 0;  // 0 = the node's default for the urgency class
   uint64_t session_id = 0;   // 0 = stateless
   ari_Sampling sampling{};   // zero = greedy
 };
+
+// "system:TEXT", "user:TEXT" or "assistant:TEXT" -> Turn (kInvalidArgument otherwise).
+Result<Turn> ParseTurn(std::string_view spec);
+
+// The turns a chat-form request carries (see AskParams); empty for a plain prompt.
+std::vector<Turn> ChatTurns(const AskParams& params);
 
 // Validates and encodes params into a Request sample (no DDS involved).
 Result<void> EncodeRequest(const AskParams& params, std::string_view request_id,

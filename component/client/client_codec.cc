@@ -1,10 +1,36 @@
 // Request encoding and terminal-status mapping of ari_client (no DDS entities).
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "component/client/client.h"
 
 namespace ari::component {
+
+Result<Turn> ParseTurn(std::string_view spec) {
+  constexpr std::pair<std::string_view, ari_Role> kRoles[] = {
+      {"system", ari_ROLE_SYSTEM}, {"user", ari_ROLE_USER}, {"assistant", ari_ROLE_ASSISTANT}};
+  for (const auto& [name, role] : kRoles) {
+    if (spec.size() > name.size() && spec.starts_with(name) && spec[name.size()] == ':') {
+      return Turn{role, std::string(spec.substr(name.size() + 1))};
+    }
+  }
+  return MakeError(
+      ErrorCode::kInvalidArgument,
+      "turn '" + std::string(spec) + "': expected system:TEXT, user:TEXT or assistant:TEXT");
+}
+
+std::vector<Turn> ChatTurns(const AskParams& p) {
+  std::vector<Turn> out;
+  if (p.system.empty() && p.turns.empty()) return out;  // plain prompt
+  out.reserve(p.turns.size() + 2);
+  if (!p.system.empty()) out.push_back({ari_ROLE_SYSTEM, p.system});
+  out.insert(out.end(), p.turns.begin(), p.turns.end());
+  if (!p.prompt.empty()) out.push_back({ari_ROLE_USER, p.prompt});
+  return out;
+}
 
 Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
                            std::string_view client_id, ari_Request* out) {
@@ -16,34 +42,38 @@ Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
   if (client_id.empty() || !dds::CopyFixed(client_id, out->client_id)) {
     return bad("client id must be 1.." + std::to_string(ari_kClientIdLen - 1) + " bytes");
   }
-  if (p.prompt.empty() == p.turns.empty()) return bad("give either a prompt or chat turns");
+  const std::vector<Turn> turns = ChatTurns(p);
+  if (p.prompt.empty() && turns.empty()) return bad("give a prompt or chat turns");
   if (const int32_t u = dds::RawEnum(p.urgency);
       u < ari_URGENCY_BACKGROUND || u > ari_URGENCY_CRITICAL) {
     return bad("unknown urgency " + std::to_string(u));
   }
   if (p.max_tokens == 0) return bad("max_tokens must be > 0");
-  if (p.prompt.size() > ari_kPromptLen) {
+  if (turns.empty() && p.prompt.size() > ari_kPromptLen) {
     return bad("prompt has " + std::to_string(p.prompt.size()) + " bytes, limit " +
                std::to_string(ari_kPromptLen));
   }
-  if (p.turns.size() > ari_kMaxTurns) {
-    return bad("too many chat turns: " + std::to_string(p.turns.size()) + " > " +
-               std::to_string(ari_kMaxTurns));
+  if (turns.size() > ari_kMaxTurns) {
+    return bad("too many chat turns: " + std::to_string(turns.size()) + " > " +
+               std::to_string(ari_kMaxTurns) + " (system and prompt included)");
   }
   out->urgency = p.urgency;
   out->max_tokens = p.max_tokens;
   out->deadline_ms = p.deadline_ms;
   out->session_id = p.session_id;
   out->sampling = p.sampling;
-  out->prompt_len = static_cast<uint32_t>(p.prompt.size());
-  std::memcpy(out->prompt, p.prompt.data(), p.prompt.size());
-  out->n_turns = static_cast<uint32_t>(p.turns.size());
-  for (size_t i = 0; i < p.turns.size(); ++i) {
-    const Turn& t = p.turns[i];
+  if (turns.empty()) {
+    out->prompt_len = static_cast<uint32_t>(p.prompt.size());
+    std::memcpy(out->prompt, p.prompt.data(), p.prompt.size());
+  }
+  out->n_turns = static_cast<uint32_t>(turns.size());
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const Turn& t = turns[i];
     if (const int32_t role = dds::RawEnum(t.role);
         role < ari_ROLE_SYSTEM || role > ari_ROLE_ASSISTANT) {
       return bad("turn " + std::to_string(i) + ": unknown role");
     }
+    if (t.text.empty()) return bad("turn " + std::to_string(i) + " is empty");
     if (t.text.size() > ari_kTurnTextLen) {
       return bad("turn " + std::to_string(i) + " has " + std::to_string(t.text.size()) +
                  " bytes, limit " + std::to_string(ari_kTurnTextLen));

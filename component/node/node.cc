@@ -233,6 +233,13 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   guarded_ = std::make_unique<GuardedRunner>(*engine_, *model_watch_);
   tokenizer_ = engine_->model().tokenizer();
   if (tokenizer_ == nullptr) return MakeError(ErrorCode::kConfig, "model has no tokenizer");
+  if (auto chat = runtime::ModelChatTemplate(engine_->model().file())) {
+    chat_kind_ = *chat;
+    Log("chat format: %s", std::string(runtime::ChatTemplateName(*chat)).c_str());
+  } else {
+    chat_error_ = chat.error().message;
+    Log("chat format: none, chat-form requests are INVALID (%s)", chat_error_.c_str());
+  }
   model_name_ = model.filename().string();
   model_text_ = model_name_;
   // Memory ladder: the fallback model is mapped only when the ladder asks for it (not

@@ -34,6 +34,7 @@
 #include "qos/policy.h"
 #include "qos/scheduler.h"
 #include "runtime/engine/engine.h"
+#include "runtime/tokenizer/chat_template.h"
 #include "thermal/memory_monitor.h"
 #include "thermal/source.h"
 
@@ -136,6 +137,8 @@ class Node final : public qos::ChunkSink {
   void RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st, qos::Urgency urgency);
   void OnCancel(const ari_Cancel& cancel);
   void Refuse(const ari_Request& request, ari_Status status, std::string_view message);
+  // The prompt ids of a request: its prompt, or its chat turns (roles kept) through the
+  // model's chat format (runtime::EncodeChat, as ari-run --chat). Errors answer INVALID.
   Result<std::vector<runtime::TokenId>> Tokenize(const ari_Request& request) const;
   void PublishStatus(ari_NodeState state);
   void StartScheduler();
@@ -155,6 +158,10 @@ class Node final : public qos::ChunkSink {
   std::unique_ptr<ModelFileWatch> model_watch_;  // the mapped file's size/mtime at load
   std::unique_ptr<GuardedRunner> guarded_;       // engine_ behind model_watch_ (scheduler)
   const runtime::Tokenizer* tokenizer_ = nullptr;
+  // The chat format of the model (runtime::ModelChatTemplate); unset when its template
+  // cannot be rendered, chat_error_ then says why (chat-form requests are INVALID).
+  std::optional<runtime::ChatTemplateKind> chat_kind_;
+  std::string chat_error_;
   std::unique_ptr<qos::Policy> policy_;
   std::unique_ptr<RecordingSource> temperature_;
   std::unique_ptr<EnvReplay> env_;  // SENSOR_DDS_REPLAY: environment from the simulator

@@ -84,18 +84,22 @@ void Node::Refuse(const ari_Request& request, ari_Status status, std::string_vie
 }
 
 Result<std::vector<runtime::TokenId>> Node::Tokenize(const ari_Request& r) const {
-  std::string text;
+  runtime::Result<std::vector<runtime::TokenId>> ids;
   if (r.n_turns > 0) {
-    // Plain concatenation: the shipped tiny models have no chat template.
-    for (uint32_t t = 0; t < r.n_turns; ++t) {
-      if (t) text += "\n";
-      text.append(r.turns[t].text, r.turns[t].text_len);
+    if (!chat_kind_) return MakeError(ErrorCode::kInvalidArgument, "chat turns: " + chat_error_);
+    std::vector<runtime::ChatMessage> messages;
+    messages.reserve(r.n_turns);
+    for (uint32_t t = 0; t < r.n_turns; ++t) {  // roles were checked by ValidateRequest
+      const int32_t role = dds::RawEnum(r.turns[t].role);
+      messages.push_back({role == ari_ROLE_SYSTEM ? "system"
+                          : role == ari_ROLE_USER ? "user"
+                                                  : "assistant",
+                          std::string(r.turns[t].text, r.turns[t].text_len)});
     }
+    ids = runtime::EncodeChat(*tokenizer_, *chat_kind_, messages);
   } else {
-    text.assign(r.prompt, r.prompt_len);
+    ids = tokenizer_->Encode(std::string_view(r.prompt, r.prompt_len), runtime::EncodeOptions{});
   }
-  runtime::EncodeOptions eo;
-  auto ids = tokenizer_->Encode(text, eo);
   if (!ids) return MakeError(ErrorCode::kInvalidArgument, ids.error().ToString());
   if (ids->empty()) return MakeError(ErrorCode::kInvalidArgument, "prompt has no tokens");
   return std::move(*ids);

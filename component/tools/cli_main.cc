@@ -1,7 +1,10 @@
 // ari-cli: talk to an ARI node from a shell (uses ari_client only).
 //   ari-cli [--domain N] [--config CYCLONE_XML] [--client NAME] COMMAND ...
 //   ask [--urgency critical|high|normal|background] [--deadline-ms N] [--session ID]
-//       [--max-tokens N] [--temp T] [--seed S] [--chunks] "prompt"
+//       [--max-tokens N] [--temp T] [--seed S] [--chunks]
+//       [--system TEXT] [--turn user:TEXT|assistant:TEXT]... "prompt"
+//       (--system/--turn make it a chat-form request: system, turns, then the prompt
+//       as the last user turn; the node renders them with the model's chat template)
 //   status [--timeout-ms N]       print the node's current NodeStatus
 //   watch [--count N] [--duration-ms N]   print every NodeStatus as it arrives
 //   cancel REQUEST_ID             (the id ask prints on stderr)
@@ -14,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "component/client/client.h"
@@ -84,11 +88,39 @@ int Usage() {
   std::fprintf(stderr,
                "usage: ari-cli [--domain N] [--config XML] [--client NAME] COMMAND\n"
                "  ask [--urgency critical|high|normal|background] [--deadline-ms N]\n"
-               "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks] PROMPT\n"
+               "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks]\n"
+               "      [--system TEXT] [--turn user:TEXT|assistant:TEXT]... [PROMPT]\n"
+               "      (chat form: system, turns, then PROMPT as the last user turn)\n"
                "  status [--timeout-ms N]\n"
                "  watch [--count N] [--duration-ms N]\n"
                "  cancel REQUEST_ID\n");
   return 1;
+}
+
+bool ParseUrgency(const std::string& u, ari_Urgency& out) {
+  constexpr std::pair<const char*, ari_Urgency> kNames[] = {{"critical", ari_URGENCY_CRITICAL},
+                                                            {"high", ari_URGENCY_HIGH},
+                                                            {"normal", ari_URGENCY_NORMAL},
+                                                            {"background", ari_URGENCY_BACKGROUND}};
+  for (const auto& [name, urgency] : kNames) {
+    if (u == name) {
+      out = urgency;
+      return true;
+    }
+  }
+  return false;
+}
+
+// --system TEXT / --turn ROLE:TEXT into p; false (after a message) on a bad value.
+bool AddChatArg(AskParams& p, const std::string& flag, const std::string& value) {
+  if (flag == "--system") {
+    p.system = value;
+    return !value.empty();
+  }
+  auto turn = ParseTurn(value);
+  if (!turn) std::fprintf(stderr, "ari-cli: %s\n", turn.error().ToString().c_str());
+  if (turn) p.turns.push_back(std::move(*turn));
+  return turn.has_value();
 }
 
 int Ask(Client& client, std::vector<std::string>& args) {
@@ -100,17 +132,7 @@ int Ask(Client& client, std::vector<std::string>& args) {
     const std::string& a = args[i];
     auto val = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
     if (a == "--urgency") {
-      std::string u = val();
-      if (u == "critical")
-        p.urgency = ari_URGENCY_CRITICAL;
-      else if (u == "high")
-        p.urgency = ari_URGENCY_HIGH;
-      else if (u == "normal")
-        p.urgency = ari_URGENCY_NORMAL;
-      else if (u == "background")
-        p.urgency = ari_URGENCY_BACKGROUND;
-      else
-        return Usage();
+      if (!ParseUrgency(val(), p.urgency)) return Usage();
     } else if (a == "--deadline-ms") {
       p.deadline_ms = static_cast<uint32_t>(std::strtoul(val().c_str(), nullptr, 10));
     } else if (a == "--session") {
@@ -123,13 +145,15 @@ int Ask(Client& client, std::vector<std::string>& args) {
       p.sampling.seed = std::strtoull(val().c_str(), nullptr, 10);
     } else if (a == "--chunks") {
       chunks = true;
+    } else if (a == "--system" || a == "--turn") {
+      if (!AddChatArg(p, a, val())) return Usage();
     } else if (prompt.empty() && !a.starts_with("--")) {
       prompt = a;
     } else {
       return Usage();
     }
   }
-  if (prompt.empty()) return Usage();
+  if (prompt.empty() && p.turns.empty()) return Usage();
   p.prompt = prompt;
   const auto t0 = Clock::now();
   auto stream = client.Ask(p);

@@ -392,7 +392,7 @@ Result<void> EngineImpl::StartTurn(int32_t slot, const TurnSpec& turn) {
   std::copy(turn.prompt.begin(), turn.prompt.end(), s.history + s.hist_len);
   s.hist_len += static_cast<int32_t>(turn.prompt.size());
   s.sampler->SetParams(turn.sampling);
-  if (s.decoder) s.decoder->Reset();
+  if (s.decoder) s.decoder->Reset(std::span<const TokenId>(s.history, s.hist_len));  // continues
   s.generated = 0;
   s.max_tokens = std::clamp(turn.max_tokens, 1, opts_.max_output);
   s.active = true;

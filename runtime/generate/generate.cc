@@ -78,7 +78,10 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, std::span<co
 
   StopStringFilter filter(opts.stop_strings, res.text, on_text);
   std::optional<StreamDecoder> decoder;
-  if (tok != nullptr) decoder.emplace(*tok, opts.render_special);
+  if (tok != nullptr) {
+    decoder.emplace(*tok, opts.render_special);
+    decoder->Reset(prompt);  // the text continues the prompt (its leading space kept)
+  }
   bool by_callback = false;
   bool stopped = false;
   while (res.tokens.size() < budget) {

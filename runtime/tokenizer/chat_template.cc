@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/gguf/gguf.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace ari::runtime {
 
@@ -14,13 +15,14 @@ struct NamedKind {
   ChatTemplateKind kind;
 };
 
-constexpr std::array<NamedKind, 6> kNames = {{
+constexpr std::array<NamedKind, 7> kNames = {{
     {"chatml", ChatTemplateKind::kChatMl},
     {"llama3", ChatTemplateKind::kLlama3},
     {"llama2", ChatTemplateKind::kLlama2},
     {"llama2-sys", ChatTemplateKind::kLlama2Sys},
     {"llama2-sys-bos", ChatTemplateKind::kLlama2SysBos},
     {"llama2-sys-strip", ChatTemplateKind::kLlama2SysStrip},
+    {"plain", ChatTemplateKind::kPlain},
 }};
 
 bool IsSpace(char c) {
@@ -41,6 +43,24 @@ std::string Excerpt(std::string_view s) {
   for (char c : s.substr(0, kMax)) out += (c == '\n' || c == '\r') ? ' ' : c;
   if (s.size() > kMax) out += "...";
   return out;
+}
+
+std::string_view PlainRoleName(std::string_view role) {
+  if (role == "system") return "System";
+  if (role == "user") return "User";
+  if (role == "assistant") return "Assistant";
+  return role;
+}
+
+void RenderPlain(std::span<const ChatMessage> messages, bool add_assistant_prefix,
+                 std::string& out) {
+  for (const auto& m : messages) {
+    out += PlainRoleName(m.role);
+    out += ": ";
+    out += m.content;
+    out += '\n';
+  }
+  if (add_assistant_prefix) out += "Assistant:";
 }
 
 }  // namespace
@@ -120,6 +140,7 @@ Result<std::string> ApplyChatTemplate(ChatTemplateKind kind, std::span<const Cha
   for (const auto& m : messages) reserve += m.role.size() + m.content.size() + 32;
   out.reserve(reserve);
   switch (kind) {
+    case ChatTemplateKind::kPlain: RenderPlain(messages, add_assistant_prefix, out); return out;
     case ChatTemplateKind::kChatMl:
       for (const auto& m : messages) {
         out += "<|im_start|>";
@@ -177,6 +198,22 @@ Result<std::string> ApplyChatTemplate(ChatTemplateKind kind, std::span<const Cha
     }
   }
   return MakeError(ErrorCode::kInvalidArgument, "invalid chat template kind");
+}
+
+Result<ChatTemplateKind> ModelChatTemplate(const GgufFile& model) {
+  if (!model.Has("tokenizer.chat_template")) return ChatTemplateKind::kPlain;
+  auto t = model.GetString("tokenizer.chat_template");
+  if (!t) return MakeError(t.error().code, "tokenizer.chat_template: " + t.error().message);
+  return DetectChatTemplate(*t);
+}
+
+Result<std::vector<TokenId>> EncodeChat(const Tokenizer& tok, ChatTemplateKind kind,
+                                        std::span<const ChatMessage> messages) {
+  auto text = ApplyChatTemplate(kind, messages, /*add_assistant_prefix=*/true);
+  if (!text) return std::unexpected(text.error());
+  EncodeOptions eo;
+  eo.parse_special = kind != ChatTemplateKind::kPlain;
+  return tok.Encode(*text, eo);
 }
 
 }  // namespace ari::runtime

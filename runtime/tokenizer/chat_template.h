@@ -10,6 +10,12 @@
 // markers (as llama.cpp's llm_chat_detect_template) or by name ("chatml", "llama3",
 // "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip").
 //
+// A model without tokenizer.chat_template (e.g. the llama2.c story models) gets ARI's own
+// plain format ("plain"; llama.cpp has no equivalent): one line per turn,
+//   System: {content}\nUser: {content}\nAssistant: {content}\n ... [Assistant:]
+// (other roles as given). A template that exists but is unknown or unsupported is an error,
+// never rendered as plain text: ModelChatTemplate() below.
+//
 // The leading BOS (<s>, <|begin_of_text|>) is NOT part of the rendered text: the tokenizer
 // adds it (EncodeOptions::add_bos); encode the prompt with parse_special = true so the
 // markers become their control tokens.
@@ -18,12 +24,15 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/types.h"
 
 namespace ari::runtime {
 
 class GgufFile;
+class Tokenizer;
 
 enum class ChatTemplateKind {
   kChatMl,
@@ -32,6 +41,7 @@ enum class ChatTemplateKind {
   kLlama2Sys,       // [INST] <<SYS>>\n...\n<</SYS>>\n\n
   kLlama2SysBos,    // as kLlama2Sys, "<s>" before every [INST] after the first
   kLlama2SysStrip,  // as kLlama2Sys, contents trimmed
+  kPlain,           // "Role: content" lines; for models without a template (see above)
 };
 
 struct ChatMessage {
@@ -56,5 +66,18 @@ Result<ChatTemplateKind> DetectChatTemplate(const GgufFile& model);
 // assistant's turn (ChatML, Llama 3; the [INST] formats end with " [/INST]" anyway).
 Result<std::string> ApplyChatTemplate(ChatTemplateKind kind, std::span<const ChatMessage> messages,
                                       bool add_assistant_prefix);
+
+// The format chat-form prompts of this model use: its tokenizer.chat_template detected as
+// above, or kPlain when the model has no such key. A template that is present but unknown,
+// unsupported or not a string is kUnsupported (kFormat for a non-string), the message
+// naming it (not the file: callers add that).
+Result<ChatTemplateKind> ModelChatTemplate(const GgufFile& model);
+
+// The one way a conversation becomes prompt ids (ari-run --chat and ari-node use it):
+// renders `messages` with `kind`, the assistant's turn opened, and encodes the text with
+// `tok` (BOS as the vocab says; a template's markers parsed as their control tokens; the
+// plain format parses none, so a turn cannot forge a marker there).
+Result<std::vector<TokenId>> EncodeChat(const Tokenizer& tok, ChatTemplateKind kind,
+                                        std::span<const ChatMessage> messages);
 
 }  // namespace ari::runtime

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,6 +79,8 @@ class Tokenizer {
   // Piece(id, special) with the leading-space rule above applied through `strip_pending`
   // (initialise it with AddSpacePrefix()). Used by Decode and StreamDecoder; no allocation.
   std::string_view NextPiece(TokenId id, bool special, bool& strip_pending) const;
+  // Whether `id` is the piece the pending strip applies to (any id with text but BOS).
+  bool TakesLeadingSpace(TokenId id, bool special) const;
 
   virtual int32_t VocabSize() const = 0;
   virtual TokenId Bos() const = 0;            // -1 when none
@@ -106,13 +109,22 @@ class Tokenizer {
 // Push()...+Flush() == the UTF-8-sanitised Decode() of the same ids. Never allocates
 // itself (at most 3 pending bytes, kept in the string's inline buffer); `out` grows only
 // when the caller did not reserve it.
+//
+// Leading space (SPM with add_space_prefix): a decoder streams the continuation of the ids
+// given to Reset(context), so Decode(context + ids) == Decode(context) + the streamed text.
+// After a prompt with text the first generated piece keeps its space ("at the" + " park"),
+// as llama.cpp streams it; only when nothing before it has text (a fresh decoder, or a
+// context of BOS alone) is the space stripped, as llama2.c and SentencePiece decode do
+// (llama.cpp keeps it there too: "<s> Once", where llama2.c prints "Once").
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok, bool special = false);
   // Appends the text of `id` to `out` (only complete characters).
   void Push(TokenId id, std::string& out);
   void Flush(std::string& out);
-  void Reset();
+  // Starts a new stream that continues `context` (e.g. the prompt's ids; empty: a new
+  // sequence). Drops held-back bytes; reads `context` only up to its first piece with text.
+  void Reset(std::span<const TokenId> context = {});
 
  private:
   void Feed(std::string_view bytes, std::string& out);

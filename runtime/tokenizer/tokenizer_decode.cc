@@ -1,5 +1,6 @@
 // Decoding: whole sequence (Tokenizer::Decode) and streaming (StreamDecoder), sharing the
 // SPM leading-space rule of Tokenizer::NextPiece.
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -8,9 +9,13 @@
 
 namespace ari::runtime {
 
+bool Tokenizer::TakesLeadingSpace(TokenId id, bool special) const {
+  return id != Bos() && !Piece(id, special).empty();
+}
+
 std::string_view Tokenizer::NextPiece(TokenId id, bool special, bool& strip_pending) const {
   std::string_view piece = Piece(id, special);
-  if (strip_pending && id != Bos() && !piece.empty()) {
+  if (strip_pending && TakesLeadingSpace(id, special)) {
     strip_pending = false;
     if (piece.front() == ' ') piece.remove_prefix(1);
   }
@@ -81,9 +86,12 @@ void StreamDecoder::Flush(std::string& out) {
   }
 }
 
-void StreamDecoder::Reset() {
+void StreamDecoder::Reset(std::span<const TokenId> context) {
   pending_.clear();
   first_ = tok_->AddSpacePrefix();
+  for (size_t i = 0; first_ && i < context.size(); ++i) {
+    first_ = !tok_->TakesLeadingSpace(context[i], special_);
+  }
 }
 
 }  // namespace ari::runtime

@@ -2,7 +2,8 @@
 // prompt / generation speed and what ran on stderr.
 //
 //   ari-run -m model.gguf -p "Once upon a time" -n 64 [--temp T] [--top-p P] [--top-k K]
-//           [--min-p M] [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]
+//           [--min-p M] [--repeat-penalty R] [--seed S]
+//           [--chat [--system TEXT] [--turn user:TEXT|assistant:TEXT]...]
 //           [--stop STR]... [--ctx N] [--batch N] [--info] [-t N]
 //           [--precision auto|w8a16|w4a8] [--pack-cache DIR] [--reference]
 //           [--memory-plan [--slots N] [--kv f16|int8] [--prefetch auto|on|off]]
@@ -11,7 +12,9 @@
 // pack directly, a plain GGUF through its automatic pack (built once into the pack cache,
 // runtime/model/pack_cache.h). --reference runs a plain GGUF on the fp32 reference forward
 // pass instead (the specification; slow). --memory-plan prints the engine's arena plan
-// (without -p it exits after printing).
+// (without -p it exits after printing). --chat renders system, turns and -p (the last user
+// turn) with the model's chat format (EncodeChat in runtime/tokenizer/chat_template.h, as
+// ari-node does for chat-form requests).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,7 +44,9 @@ void Usage(FILE* f) {
                "usage: ari-run -m MODEL.gguf [-p PROMPT] [-n N_TOKENS]\n"
                "  --temp T (0.8; 0 = greedy)  --top-p P (0.9)  --top-k K (0 = off)\n"
                "  --min-p M (0 = off)  --repeat-penalty R (1 = off)  --seed S (time)\n"
-               "  --chat (apply the model's chat template)  --system TEXT (with --chat)\n"
+               "  --chat (the model's chat template; plain format without one)\n"
+               "  --system TEXT, --turn user:TEXT|assistant:TEXT (repeatable; with --chat;\n"
+               "    -p is the last user turn)\n"
                "  --stop STR (repeatable)  --ctx N (context; default min(model's, 4096))\n"
                "  --batch N (prefill chunk, 32)  -t N (threads; default all online CPUs)\n"
                "  --precision auto|w8a16|w4a8 (auto: w4a8 for a 4/5-bit source, else w8a16)\n"
@@ -78,16 +83,40 @@ struct EngineRun {
   rt::LayerPrefetch prefetch = rt::LayerPrefetch::kAuto;
 };
 
-// The text to encode: the prompt, or the chat template applied to system + prompt.
-ari::runtime::Result<std::string> RenderPrompt(const rt::Model& model, const std::string& prompt,
-                                               bool chat, const std::string& system) {
-  if (!chat) return prompt;
-  auto kind = rt::DetectChatTemplate(model.file());
-  if (!kind) return std::unexpected(kind.error());
+struct ChatArgs {
+  bool enabled = false;
+  std::string system;
+  std::vector<rt::ChatMessage> turns;  // --turn, in order
+};
+
+// The prompt ids: -p as is, or (--chat) system, turns and -p as a user turn through the
+// model's chat format. An empty plain prompt is BOS alone.
+rt::Result<std::vector<rt::TokenId>> EncodePrompt(const rt::GgufFile& file,
+                                                  const rt::Tokenizer& tok,
+                                                  const std::string& prompt, const ChatArgs& chat) {
+  if (!chat.enabled) {
+    auto ids = tok.Encode(prompt, rt::EncodeOptions{});
+    if (ids && ids->empty() && tok.Bos() >= 0) ids->push_back(tok.Bos());
+    return ids;
+  }
+  auto kind = rt::ModelChatTemplate(file);
+  if (!kind) return rt::MakeError(kind.error().code, "--chat: " + kind.error().message);
   std::vector<rt::ChatMessage> msgs;
-  if (!system.empty()) msgs.push_back({"system", system});
-  msgs.push_back({"user", prompt});
-  return rt::ApplyChatTemplate(*kind, msgs, /*add_assistant_prefix=*/true);
+  if (!chat.system.empty()) msgs.push_back({"system", chat.system});
+  msgs.insert(msgs.end(), chat.turns.begin(), chat.turns.end());
+  if (!prompt.empty()) msgs.push_back({"user", prompt});
+  return rt::EncodeChat(tok, *kind, msgs);
+}
+
+// "user:TEXT" / "assistant:TEXT" -> message; false for another form.
+bool ParseTurn(std::string_view arg, std::vector<rt::ChatMessage>& turns) {
+  for (std::string_view role : {"user", "assistant"}) {
+    if (arg.size() > role.size() && arg.starts_with(role) && arg[role.size()] == ':') {
+      turns.push_back({std::string(role), std::string(arg.substr(role.size() + 1))});
+      return true;
+    }
+  }
+  return false;
 }
 
 // --precision auto: the packed precision closest to the source's weights (general.file_type,
@@ -172,27 +201,23 @@ rt::EngineOptions EngineOptionsFrom(const std::string& model_path, const EngineR
 // Generation through the engine (packed path; see the file comment).
 int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::SessionOptions& so,
                   const rt::SamplingParams& sp, const rt::GenerateOptions& gen,
-                  const std::string& prompt, bool chat, const std::string& system) {
-  auto engine = rt::Engine::Create(
-      EngineOptionsFrom(model_path, er, so, gen.max_tokens, !prompt.empty() || !er.print_plan));
+                  const std::string& prompt, const ChatArgs& chat) {
+  const bool generate = !prompt.empty() || !chat.turns.empty() || !er.print_plan;
+  auto engine = rt::Engine::Create(EngineOptionsFrom(model_path, er, so, gen.max_tokens, generate));
   if (!engine) return Fail(engine.error().ToString());
   rt::Engine& e = **engine;
   if (er.print_plan) {
-    FILE* out = prompt.empty() ? stdout : stderr;  // stdout stays the generated text
+    FILE* out = generate ? stderr : stdout;  // stdout stays the generated text
     std::fprintf(out, "ari-run: memory plan (%s, %s, %d slots, KV %s)\n%s", model_path.c_str(),
                  e.has_pack() ? "pack" : "plain GGUF", er.slots,
                  std::string(rt::KvTypeName(er.kv)).c_str(), e.memory_plan().ToString().c_str());
-    if (prompt.empty()) return 0;
+    if (!generate) return 0;
   }
   const rt::Tokenizer* tok = e.model().tokenizer();
   if (tok == nullptr) return Fail("the model has no tokenizer");
-  auto text = RenderPrompt(e.model(), prompt, chat, system);
-  if (!text) return Fail("--chat: " + text.error().ToString());
-  rt::EncodeOptions enc;
-  enc.parse_special = chat;
-  auto ids = tok->Encode(*text, enc);
+  auto ids = EncodePrompt(e.model().file(), *tok, prompt, chat);
   if (!ids) return Fail(ids.error().ToString());
-  if (!chat) std::fwrite(prompt.data(), 1, prompt.size(), stdout);  // as llama.cpp does
+  if (!chat.enabled) std::fwrite(prompt.data(), 1, prompt.size(), stdout);  // as llama.cpp
   rt::TurnSpec turn;
   turn.prompt = *ids;
   turn.sampling = sp;
@@ -225,11 +250,12 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
 }
 
 struct RunArgs {
-  std::string model_path, prompt, system;
+  std::string model_path, prompt;
   rt::SamplingParams sp;
   rt::GenerateOptions gen;
   rt::SessionOptions so;
-  bool chat = false, info = false;
+  ChatArgs chat;
+  bool info = false;
   EngineRun er;
 };
 
@@ -257,7 +283,9 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
     } else if (a == "-p" && has_value) {
       o.prompt = argv[++i];
     } else if (a == "--system" && has_value) {
-      o.system = argv[++i];
+      o.chat.system = argv[++i];
+    } else if (a == "--turn" && has_value && ParseTurn(argv[i + 1], o.chat.turns)) {
+      ++i;
     } else if (a == "--stop" && has_value) {
       o.gen.stop_strings.emplace_back(argv[++i]);
     } else if (a == "-n" && number()) {
@@ -279,7 +307,7 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
     } else if (a == "--batch" && number()) {
       o.so.max_batch = static_cast<int32_t>(num);
     } else if (a == "--chat") {
-      o.chat = true;
+      o.chat.enabled = true;
     } else if (a == "--info") {
       o.info = true;
     } else if (a == "--memory-plan") {
@@ -321,6 +349,9 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
     return Fail("-m MODEL.gguf is required");
   }
   if (o.gen.max_tokens < 0) return Fail("-n must be >= 0");
+  if (!o.chat.enabled && (!o.chat.system.empty() || !o.chat.turns.empty())) {
+    return Fail("--system and --turn need --chat");
+  }
   return std::nullopt;
 }
 
@@ -334,10 +365,10 @@ int RunWithSession(RunArgs& a) {
   }
   const rt::ModelConfig& cfg = (*model)->config();
 
-  auto text = RenderPrompt(**model, a.prompt, a.chat, a.system);
-  if (!text) return Fail("--chat: " + text.error().ToString());
-  rt::EncodeOptions enc;
-  enc.parse_special = a.chat;
+  const rt::Tokenizer* tok = (*model)->tokenizer();
+  if (tok == nullptr) return Fail("the model has no tokenizer");
+  auto ids = EncodePrompt((*model)->file(), *tok, a.prompt, a.chat);
+  if (!ids) return Fail(ids.error().ToString());
   // fp32 KV cache: cap the default context so long-context models fit in memory.
   rt::SessionOptions& so = a.so;
   if (so.context_length == 0) so.context_length = std::min(cfg.context_length, kDefaultCtxCap);
@@ -345,16 +376,15 @@ int RunWithSession(RunArgs& a) {
   if (!session) return Fail(session.error().ToString());
   rt::Sampler sampler(cfg.vocab_size, a.sp);
 
-  if (!a.chat) {  // echo the prompt, as llama2.c and llama.cpp do
+  if (!a.chat.enabled) {  // echo the prompt, as llama2.c and llama.cpp do
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
     std::fflush(stdout);
   }
-  auto res =
-      rt::GenerateFromText(**session, sampler, *text, enc, a.gen, [](std::string_view piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      });
+  auto res = rt::Generate(**session, sampler, *ids, a.gen, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!res) return Fail(res.error().ToString());
@@ -378,5 +408,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ari-run: %s\n", (*model)->config().ToString().c_str());
   }
   if (a.er.reference && !a.er.print_plan) return RunWithSession(a);
-  return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen, a.prompt, a.chat, a.system);
+  return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen, a.prompt, a.chat);
 }

@@ -177,12 +177,16 @@ TEST(EncodeRequest, PromptTurnsAndLimits) {
   EXPECT_EQ(e.error().code, ErrorCode::kInvalidArgument);
 
   EXPECT_FALSE(EncodeRequest(AskParams{}, "c-4", "c", &r));  // neither prompt nor turns
-  AskParams both = Prompt("x");
-  both.turns = {{ari_ROLE_USER, "y"}};
-  EXPECT_FALSE(EncodeRequest(both, "c-5", "c", &r));
   AskParams many;
   many.turns = std::vector<ari::component::Turn>(ari_kMaxTurns + 1, {ari_ROLE_USER, "y"});
   EXPECT_FALSE(EncodeRequest(many, "c-6", "c", &r));
+  many.turns.pop_back();
+  EXPECT_TRUE(EncodeRequest(many, "c-6", "c", &r));
+  many.prompt = "z";  // the prompt is one more turn
+  EXPECT_FALSE(EncodeRequest(many, "c-6", "c", &r));
+  AskParams empty_turn;
+  empty_turn.turns = {{ari_ROLE_USER, ""}};
+  EXPECT_FALSE(EncodeRequest(empty_turn, "c-6", "c", &r));
   AskParams urg = Prompt("x");
   urg.urgency = static_cast<ari_Urgency>(9);
   EXPECT_FALSE(EncodeRequest(urg, "c-7", "c", &r));
@@ -190,6 +194,46 @@ TEST(EncodeRequest, PromptTurnsAndLimits) {
   zero.max_tokens = 0;
   EXPECT_FALSE(EncodeRequest(zero, "c-8", "c", &r));
   EXPECT_FALSE(EncodeRequest(Prompt("x"), std::string(ari_kRequestIdLen, 'r'), "c", &r));
+}
+
+// Chat form: system, turns, then the prompt as the last user turn.
+TEST(EncodeRequest, SystemTurnsAndPromptMakeChatForm) {
+  ari_Request r;
+  AskParams p = Prompt("Where is the next charger?");
+  p.system = "Be brief.";
+  p.turns = {{ari_ROLE_USER, "Hi"}, {ari_ROLE_ASSISTANT, "Hello."}};
+  ASSERT_TRUE(EncodeRequest(p, "c-9", "c", &r));
+  EXPECT_EQ(r.prompt_len, 0u);
+  ASSERT_EQ(r.n_turns, 4u);
+  const ari_Role roles[] = {ari_ROLE_SYSTEM, ari_ROLE_USER, ari_ROLE_ASSISTANT, ari_ROLE_USER};
+  const char* texts[] = {"Be brief.", "Hi", "Hello.", "Where is the next charger?"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(r.turns[i].role, roles[i]);
+    EXPECT_EQ(std::string(r.turns[i].text, r.turns[i].text_len), texts[i]);
+  }
+  AskParams sys_only = Prompt("q");
+  sys_only.system = "s";
+  ASSERT_TRUE(EncodeRequest(sys_only, "c-10", "c", &r));
+  EXPECT_EQ(r.n_turns, 2u);
+  EXPECT_TRUE(ari::component::ChatTurns(Prompt("plain")).empty());
+}
+
+TEST(ParseTurn, RoleColonText) {
+  auto u = ari::component::ParseTurn("user:Hello: world");
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->role, ari_ROLE_USER);
+  EXPECT_EQ(u->text, "Hello: world");
+  auto a = ari::component::ParseTurn("assistant:Hi");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->role, ari_ROLE_ASSISTANT);
+  auto s = ari::component::ParseTurn("system:Be brief");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->role, ari_ROLE_SYSTEM);
+  for (const char* bad : {"Hello", "tool:x", "user", "User:x", ":x"}) {
+    auto b = ari::component::ParseTurn(bad);
+    ASSERT_FALSE(b.has_value()) << bad;
+    EXPECT_EQ(b.error().code, ErrorCode::kInvalidArgument);
+  }
 }
 
 TEST(TerminalError, MapsStatuses) {

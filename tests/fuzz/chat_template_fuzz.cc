@@ -13,10 +13,11 @@ namespace {
 
 using namespace ari::runtime;
 
-constexpr std::array<ChatTemplateKind, 6> kKinds = {
+constexpr std::array<ChatTemplateKind, 7> kKinds = {
     ChatTemplateKind::kChatMl,       ChatTemplateKind::kLlama3,
     ChatTemplateKind::kLlama2,       ChatTemplateKind::kLlama2Sys,
-    ChatTemplateKind::kLlama2SysBos, ChatTemplateKind::kLlama2SysStrip};
+    ChatTemplateKind::kLlama2SysBos, ChatTemplateKind::kLlama2SysStrip,
+    ChatTemplateKind::kPlain};
 constexpr std::array<std::string_view, 5> kRoles = {"system", "user", "assistant", "tool", ""};
 
 }  // namespace

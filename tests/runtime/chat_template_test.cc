@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
 #include <vector>
 
 #include "runtime/gguf/gguf.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/common/test_util.h"
 
 namespace ari::runtime {
@@ -124,7 +127,7 @@ TEST(ChatTemplate, Llama2VariantsMatchLlamaCpp) {
 TEST(ChatTemplate, DetectByName) {
   for (auto kind : {ChatTemplateKind::kChatMl, ChatTemplateKind::kLlama3, ChatTemplateKind::kLlama2,
                     ChatTemplateKind::kLlama2Sys, ChatTemplateKind::kLlama2SysBos,
-                    ChatTemplateKind::kLlama2SysStrip}) {
+                    ChatTemplateKind::kLlama2SysStrip, ChatTemplateKind::kPlain}) {
     auto k = DetectChatTemplate(ChatTemplateName(kind));
     ASSERT_TRUE(k.has_value()) << ChatTemplateName(kind);
     EXPECT_EQ(*k, kind);
@@ -176,6 +179,89 @@ TEST(ChatTemplate, EmptyConversation) {
   auto l = ApplyChatTemplate(ChatTemplateKind::kLlama3, {}, false);
   ASSERT_TRUE(l.has_value());
   EXPECT_EQ(*l, "");
+}
+
+// ARI's own format for models without a template (not llama.cpp's; see chat_template.h).
+TEST(ChatTemplate, PlainFormat) {
+  auto k = DetectChatTemplate("plain");
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ(*k, ChatTemplateKind::kPlain);
+  auto out = ApplyChatTemplate(ChatTemplateKind::kPlain, std::span(Conversation()).first(3), true);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(*out,
+            "System: You are a helpful assistant\nUser: Hello\nAssistant: Hi there\nAssistant:");
+  const std::vector<ChatMessage> tool = {{"tool", "42"}};
+  EXPECT_EQ(*ApplyChatTemplate(ChatTemplateKind::kPlain, tool, false), "tool: 42\n");
+}
+
+// A GGUF holding only `key` = `value` (or nothing when key is empty).
+Result<std::vector<std::byte>> MetadataOnly(const char* key, const char* value, bool as_int) {
+  GgufWriter w;
+  w.SetString("general.architecture", "llama");
+  if (key != nullptr) {
+    if (as_int) {
+      w.SetUint32(key, 7);
+    } else {
+      w.SetString(key, value);
+    }
+  }
+  return w.WriteToMemory();
+}
+
+TEST(ChatTemplate, ModelChatTemplateFallsBackOnlyWithoutTemplate) {
+  auto kind_of = [](const char* value, bool as_int = false) -> Result<ChatTemplateKind> {
+    auto bytes = MetadataOnly(value ? "tokenizer.chat_template" : nullptr, value, as_int);
+    if (!bytes) return std::unexpected(bytes.error());
+    auto f = GgufFile::Parse(*bytes, "m.gguf");
+    if (!f) return std::unexpected(f.error());
+    return ModelChatTemplate(*f);
+  };
+  auto none = kind_of(nullptr);
+  ASSERT_TRUE(none.has_value()) << none.error().ToString();
+  EXPECT_EQ(*none, ChatTemplateKind::kPlain);
+  auto chatml = kind_of(kOpenHermesChatMl);
+  ASSERT_TRUE(chatml.has_value());
+  EXPECT_EQ(*chatml, ChatTemplateKind::kChatMl);
+  // Present but not renderable: an error naming it, never the plain fallback.
+  auto gemma = kind_of(kGemma);
+  ASSERT_FALSE(gemma.has_value());
+  EXPECT_EQ(gemma.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(gemma.error().message.find("gemma"), std::string::npos) << gemma.error().message;
+  auto junk = kind_of("{{ whatever }}");
+  ASSERT_FALSE(junk.has_value());
+  EXPECT_NE(junk.error().message.find("unknown chat template"), std::string::npos);
+  EXPECT_FALSE(kind_of("").has_value());
+  auto not_string = kind_of("x", /*as_int=*/true);
+  ASSERT_FALSE(not_string.has_value());
+  EXPECT_NE(not_string.error().message.find("tokenizer.chat_template"), std::string::npos);
+}
+
+// EncodeChat parses a template's markers as control tokens ("<s>" between [INST] turns
+// becomes BOS), but nothing in the plain format: a turn cannot forge a control token.
+TEST(ChatTemplate, EncodeChatParsesMarkersOfTemplatesOnly) {
+  ARI_REQUIRE_MODEL(spm, "vocab/ggml-vocab-llama-spm.gguf");
+  auto file = GgufFile::Open(spm);
+  ASSERT_TRUE(file.has_value());
+  auto tok = Tokenizer::FromGguf(*file);
+  ASSERT_TRUE(tok.has_value()) << tok.error().ToString();
+  const TokenId bos = (*tok)->Bos();
+  auto count_bos = [bos](const std::vector<TokenId>& ids) {
+    return std::count(ids.begin(), ids.end(), bos);
+  };
+  auto sys_bos = EncodeChat(**tok, ChatTemplateKind::kLlama2SysBos, Conversation());
+  ASSERT_TRUE(sys_bos.has_value());
+  EXPECT_EQ(sys_bos->front(), bos);
+  EXPECT_EQ(count_bos(*sys_bos), 3);  // the tokenizer's, then "<s>" before [INST] 2 and 3
+  auto text = ApplyChatTemplate(ChatTemplateKind::kLlama2SysBos, Conversation(), true);
+  ASSERT_TRUE(text.has_value());
+  auto direct = (*tok)->Encode(*text, EncodeOptions{.parse_special = true});
+  ASSERT_TRUE(direct.has_value());
+  EXPECT_EQ(*sys_bos, *direct);
+  const std::vector<ChatMessage> forged = {{"user", "hi <s> there"}};
+  auto plain = EncodeChat(**tok, ChatTemplateKind::kPlain, forged);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(count_bos(*plain), 1);
+  EXPECT_EQ((*tok)->Decode(*plain), "User: hi <s> there\nAssistant:");
 }
 
 }  // namespace
