@@ -1,0 +1,64 @@
+// The vocabulary mask of a grammar: which tokens can continue the output so far.
+//
+// One TokenConstraint per generation slot: a GrammarMatcher (preallocated) over a shared
+// CompiledGrammar, a shared TokenTrie of the tokenizer, and a mask buffer of vocab_size
+// bytes. ApplyMask() walks the trie with the matcher (a subtree is skipped at its first
+// dead byte) and sets the logits of every other token to -inf; end-of-generation tokens are
+// allowed only where the grammar may end. Accept() advances by the sampled token. Nothing
+// allocates after construction (tests/grammar/token_constraint_alloc_test.cc).
+//
+// The sampler uses it through SamplingParams::constraint (runtime/generate/sampler.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/core/types.h"
+#include "runtime/grammar/grammar.h"
+#include "runtime/grammar/grammar_matcher.h"
+#include "runtime/grammar/token_trie.h"
+
+namespace ari::runtime {
+
+class TokenConstraint {
+ public:
+  TokenConstraint(std::shared_ptr<const CompiledGrammar> grammar,
+                  std::shared_ptr<const TokenTrie> trie, MatcherLimits limits = {});
+
+  // A new output (start of a turn).
+  void Reset();
+  // Fills allowed() for the current state; returns how many tokens are allowed. When no
+  // token can continue (a vocabulary that cannot spell what the grammar needs), the EOG
+  // tokens are allowed instead and DeadEnd() turns true.
+  int32_t ComputeMask();
+  std::span<const uint8_t> allowed() const { return allowed_; }
+  // ComputeMask(), then logits[id] = -inf for every token not allowed. Returns the count.
+  int32_t ApplyMask(std::span<float> logits);
+  // Advances by `id`'s bytes (an EOG token ends the output). false when `id` is not allowed
+  // here (the state is unchanged).
+  bool Accept(TokenId id);
+
+  // The output is a complete sentence and the turn should end: nothing can follow it, or
+  // an EOG token was accepted where the grammar may end.
+  bool Complete() const { return complete_; }
+  bool DeadEnd() const { return dead_end_; }
+  bool Finished() const { return complete_ || dead_end_; }
+  // The output so far is a complete sentence (more may follow).
+  bool Accepting() const { return matcher_.IsAccepting(); }
+  const GrammarMatcher& matcher() const { return matcher_; }
+  const TokenTrie& trie() const { return *trie_; }
+
+ private:
+  void Walk(uint32_t node);
+
+  std::shared_ptr<const TokenTrie> trie_;
+  GrammarMatcher matcher_;
+  std::vector<uint8_t> allowed_;
+  int32_t count_ = 0;
+  bool complete_ = false;
+  bool dead_end_ = false;
+};
+
+}  // namespace ari::runtime
