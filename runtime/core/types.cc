@@ -29,6 +29,8 @@ std::string_view StopReasonName(StopReason r) {
     case StopReason::kStopString: return "stop_string";
     case StopReason::kContextFull: return "context_full";
     case StopReason::kCallback: return "callback";
+    case StopReason::kGrammarDone: return "grammar_done";
+    case StopReason::kGrammarDeadEnd: return "grammar_dead_end";
   }
   return "unknown";
 }

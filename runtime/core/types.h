@@ -27,6 +27,9 @@ enum class StopReason : uint8_t {
   kStopString,   // a stop string appeared in the text
   kContextFull,  // the session's KV cache is full
   kCallback,     // the text callback asked to stop
+  // Constrained decoding (runtime/grammar/token_constraint.h, docs/structured_output.md):
+  kGrammarDone,     // the output is a complete sentence of the grammar (valid)
+  kGrammarDeadEnd,  // no token of the vocabulary can continue the grammar (incomplete)
 };
 std::string_view StopReasonName(StopReason r);
 

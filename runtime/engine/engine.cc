@@ -15,6 +15,7 @@
 #include "runtime/engine/fast_forward.h"
 #include "runtime/engine/paging.h"
 #include "runtime/gguf/gguf.h"
+#include "runtime/grammar/token_constraint.h"
 #include "runtime/kernels/layout.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
@@ -420,11 +421,18 @@ Result<float*> EngineImpl::Forward(Slot& s, int32_t n, Precision p) {
 bool EngineImpl::Emit(Slot& s, float* logits, bool greedy, ChunkResult& r) {
   const int32_t vocab = model_->config().vocab_size;
   TokenId next = 0;
-  if (greedy) {
+  const TokenConstraint* constraint = s.sampler->params().constraint;
+  if (greedy && constraint == nullptr) {
     next = static_cast<TokenId>(std::max_element(logits, logits + vocab) - logits);
   } else {
     next = s.sampler->Sample(std::span<float>(logits, static_cast<size_t>(vocab)),
                              std::span<const TokenId>(s.history, static_cast<size_t>(s.hist_len)));
+  }
+  if (next < 0) {  // a grammar no token can continue, in a vocabulary without EOG
+    r.stop_reason = StopReason::kGrammarDeadEnd;
+    if (s.decoder) s.decoder->Flush(s.text);
+    s.finished = r.finished = true;
+    return true;
   }
   s.out[s.generated++] = next;
   s.history[s.hist_len++] = next;
@@ -445,6 +453,10 @@ bool EngineImpl::Emit(Slot& s, float* logits, bool greedy, ChunkResult& r) {
       r.stop_reason = StopReason::kContextFull;
       stop = true;
     }
+  }
+  if (constraint != nullptr && constraint->Finished()) {  // wins over max_tokens: it is valid
+    r.stop_reason = constraint->Complete() ? StopReason::kGrammarDone : StopReason::kGrammarDeadEnd;
+    stop = true;
   }
   if (stop) {
     if (s.decoder) s.decoder->Flush(s.text);

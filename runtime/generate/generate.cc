@@ -5,6 +5,7 @@
 
 #include "runtime/generate/sampler.h"
 #include "runtime/generate/stop_strings.h"
+#include "runtime/grammar/token_constraint.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
 #include "runtime/model/session.h"
@@ -86,9 +87,23 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, std::span<co
   bool stopped = false;
   while (res.tokens.size() < budget) {
     const TokenId next = sampler.Sample(session.mutable_last_logits(), history);
+    const TokenConstraint* grammar = sampler.params().constraint;
+    if (next < 0 && grammar != nullptr) {  // no token continues the grammar, no EOG to end
+      res.stop_reason = StopReason::kGrammarDeadEnd;
+      stopped = true;
+      break;
+    }
     if (next < 0) return MakeError(ErrorCode::kInternal, "generate: sampler failed");
     res.tokens.push_back(next);
     history.push_back(next);
+    const bool grammar_end = grammar != nullptr && grammar->Finished();
+    const StopReason grammar_reason =
+        grammar_end && grammar->Complete() ? StopReason::kGrammarDone : StopReason::kGrammarDeadEnd;
+    if (grammar_end && tok != nullptr && tok->IsEog(next)) {
+      res.stop_reason = grammar_reason;
+      stopped = true;
+      break;
+    }
     if (tok != nullptr && tok->IsEog(next)) {
       res.stop_reason = StopReason::kEndOfGen;
       stopped = true;
@@ -108,6 +123,11 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, std::span<co
         stopped = true;
         break;
       }
+    }
+    if (grammar_end) {  // the output is complete (wins over the budget)
+      res.stop_reason = grammar_reason;
+      stopped = true;
+      break;
     }
     if (res.tokens.size() == budget) break;
     if (session.position() >= session.context_length()) {

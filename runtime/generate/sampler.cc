@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/grammar/token_constraint.h"
+
 namespace ari::runtime {
 
 namespace {
@@ -68,6 +70,7 @@ void Sampler::Reset(uint64_t seed) {
 void Sampler::SetParams(const SamplingParams& p) {
   params_ = p;
   rng_.set_state(p.seed);
+  if (params_.constraint != nullptr) params_.constraint->Reset();
 }
 
 void Sampler::ApplyRepeatPenalty(std::span<float> logits, std::span<const TokenId> history) {
@@ -190,6 +193,22 @@ TokenId Sampler::SampleMinPOnly(std::span<const float> probs, float coin) {
 
 TokenId Sampler::Sample(std::span<float> logits, std::span<const TokenId> history) {
   if (vocab_size_ <= 0 || logits.size() != static_cast<size_t>(vocab_size_)) return -1;
+  TokenConstraint* c = params_.constraint;
+  if (c == nullptr) return SampleUnconstrained(logits, history);
+  if (c->ApplyMask(logits) == 0) return -1;
+  TokenId id = SampleUnconstrained(logits, history);
+  const std::span<const uint8_t> allowed = c->allowed();
+  if (id < 0 || static_cast<size_t>(id) >= allowed.size() ||
+      allowed[static_cast<size_t>(id)] == 0) {
+    // Only the cdf walk's rounding fallback (the last index) can land here: take the last
+    // allowed token instead, as deterministic as the fallback it replaces.
+    id = static_cast<TokenId>(allowed.size()) - 1;
+    while (id > 0 && allowed[static_cast<size_t>(id)] == 0) --id;
+  }
+  return c->Accept(id) ? id : -1;
+}
+
+TokenId Sampler::SampleUnconstrained(std::span<float> logits, std::span<const TokenId> history) {
   ApplyRepeatPenalty(logits, history);
 
   if (!(params_.temperature > 0.0f)) {  // greedy: first maximum wins

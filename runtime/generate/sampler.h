@@ -14,6 +14,12 @@
 // (ties keep ascending token id), which agrees with glibc's qsort (a merge sort for
 // small element sizes) in practice.
 //
+// Constrained decoding: with SamplingParams::constraint set, Sample() first sets the logits
+// of every token the grammar does not allow to -inf (before the penalty and the rest of the
+// pipeline; greedy picks the best allowed token), then advances the constraint by the
+// chosen token. SetParams() resets the constraint (a turn starts a new output). The caller
+// checks constraint->Finished() after each token (Complete(): a valid, finished output).
+//
 // All buffers are allocated in the constructor; Sample() does no heap allocation.
 #pragma once
 
@@ -25,6 +31,8 @@
 
 namespace ari::runtime {
 
+class TokenConstraint;  // runtime/grammar/token_constraint.h
+
 struct SamplingParams {
   float temperature = 0.0f;     // 0 -> greedy
   int32_t top_k = 0;            // <= 0 or >= vocab: disabled
@@ -33,6 +41,8 @@ struct SamplingParams {
   float repeat_penalty = 1.0f;  // 1: disabled
   int32_t repeat_last_n = 64;   // history window for the penalty (0: disabled, -1: all)
   uint64_t seed = 0;            // RNG state at construction / Reset()
+  // Not owned; outlives the turn. nullptr: unconstrained. One per slot (it holds state).
+  TokenConstraint* constraint = nullptr;
 };
 
 // llama2.c's RNG (xorshift64*), exposed for tests and for reproducing reference runs.
@@ -66,10 +76,11 @@ class Sampler {
   // Picks the next token. `logits` (size vocab_size) is modified in place (penalty,
   // temperature, and it ends holding probabilities when not greedy). `history` are the
   // tokens so far (prompt + generated), used by the repetition penalty only.
-  // Returns -1 only if logits.size() != vocab_size.
+  // Returns -1 if logits.size() != vocab_size, or when a constraint allows no token.
   TokenId Sample(std::span<float> logits, std::span<const TokenId> history);
 
  private:
+  TokenId SampleUnconstrained(std::span<float> logits, std::span<const TokenId> history);
   struct Candidate {
     float prob;
     int32_t index;

@@ -68,7 +68,8 @@ Result<CompiledGrammar::Element> GrammarBuilder::Class(std::vector<Range> ranges
   }
   std::sort(key.begin(), key.end());
   auto k = std::make_pair(key, negated);
-  if (auto it = class_ids_.find(k); it != class_ids_.end()) return Element{Kind::kClass, it->second};
+  if (auto it = class_ids_.find(k); it != class_ids_.end())
+    return Element{Kind::kClass, it->second};
   CompiledGrammar::CharClass c;
   c.range_begin = static_cast<uint32_t>(ranges_.size());
   for (auto [lo, hi] : key) ranges_.push_back(Range{lo, hi});

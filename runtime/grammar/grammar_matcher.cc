@@ -117,9 +117,10 @@ bool GrammarMatcher::PushByte(uint8_t b) {
       nf.partial = b;
       whole = true;
     } else {
-      const int len = (b >= 0xC2 && b <= 0xDF) ? 2 : (b >= 0xE0 && b <= 0xEF) ? 3
-                                                 : (b >= 0xF0 && b <= 0xF4) ? 4
-                                                                            : 0;
+      const int len = (b >= 0xC2 && b <= 0xDF)   ? 2
+                      : (b >= 0xE0 && b <= 0xEF) ? 3
+                      : (b >= 0xF0 && b <= 0xF4) ? 4
+                                                 : 0;
       if (len == 0) return false;
       nf.length = static_cast<uint8_t>(len);
       nf.remaining = static_cast<uint8_t>(len - 1);

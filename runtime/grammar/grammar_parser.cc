@@ -327,9 +327,9 @@ class Parser {
 Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Parse(std::string_view text,
                                                                       const GrammarLimits& limits) {
   if (text.size() > limits.max_text_bytes) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "grammar: " + std::to_string(text.size()) + " bytes, more than the limit of " +
-                         std::to_string(limits.max_text_bytes));
+    return MakeError(ErrorCode::kInvalidArgument, "grammar: " + std::to_string(text.size()) +
+                                                      " bytes, more than the limit of " +
+                                                      std::to_string(limits.max_text_bytes));
   }
   GrammarBuilder b(text, limits);
   Parser p(text, b, limits);

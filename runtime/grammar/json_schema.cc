@@ -31,12 +31,28 @@ json-array ::= "[" ws ( json-value ( ws "," ws json-value )* )? ws "]"
 
 // Keywords that would constrain the value in ways the grammar does not enforce.
 const std::set<std::string, std::less<>>& Refused() {
-  static const std::set<std::string, std::less<>> k = {
-      "pattern",  "format",           "$ref",          "allOf",         "not",
-      "if",       "then",             "else",          "multipleOf",    "uniqueItems",
-      "contains", "patternProperties", "minProperties", "maxProperties", "dependentRequired",
-      "dependentSchemas", "propertyNames", "prefixItems", "unevaluatedProperties",
-      "additionalItems", "$defs", "definitions"};
+  static const std::set<std::string, std::less<>> k = {"pattern",
+                                                       "format",
+                                                       "$ref",
+                                                       "allOf",
+                                                       "not",
+                                                       "if",
+                                                       "then",
+                                                       "else",
+                                                       "multipleOf",
+                                                       "uniqueItems",
+                                                       "contains",
+                                                       "patternProperties",
+                                                       "minProperties",
+                                                       "maxProperties",
+                                                       "dependentRequired",
+                                                       "dependentSchemas",
+                                                       "propertyNames",
+                                                       "prefixItems",
+                                                       "unevaluatedProperties",
+                                                       "additionalItems",
+                                                       "$defs",
+                                                       "definitions"};
   return k;
 }
 
@@ -198,8 +214,10 @@ class Converter {
         hi = std::min(hi, b);
       }
     }
-    if (lo > hi) return Fail(ptr, "the range [minimum, maximum] holds no value the grammar can "
-                                  "produce (empty language; bounds are rounded inward to integers)");
+    if (lo > hi)
+      return Fail(ptr,
+                  "the range [minimum, maximum] holds no value the grammar can "
+                  "produce (empty language; bounds are rounded inward to integers)");
     return std::make_pair(lo, hi);
   }
 
@@ -265,14 +283,15 @@ class Converter {
       }
     }
     if (!required.empty()) {
-      return Fail(ptr + "/required", "'" + *required.begin() + "' is required but not in properties");
+      return Fail(ptr + "/required",
+                  "'" + *required.begin() + "' is required but not in properties");
     }
     // tail_i: properties i.. after one was written; first_i: when none was written yet.
     std::string tail = "\"\"", first = "\"\"";
     for (size_t i = kvs.size(); i-- > 0;) {
       const auto& [kv, req] = kvs[i];
-      const std::string t = NewRule(req ? "ws \",\" ws " + kv + " " + tail
-                                        : "( ws \",\" ws " + kv + " )? " + tail);
+      const std::string t =
+          NewRule(req ? "ws \",\" ws " + kv + " " + tail : "( ws \",\" ws " + kv + " )? " + tail);
       const std::string f = NewRule(req ? kv + " " + tail : kv + " " + tail + " | " + first);
       tail = t;
       first = f;

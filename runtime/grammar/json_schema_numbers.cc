@@ -94,8 +94,8 @@ std::string NonNegativeDecimal(uint64_t lo, uint64_t hi) {
 std::string IntegerRange(int64_t lo, int64_t hi) {
   if (lo >= 0) return NonNegative(static_cast<uint64_t>(lo), static_cast<uint64_t>(hi));
   if (hi < 0) return "( \"-\" " + NonNegative(Abs(hi), Abs(lo)) + " )";
-  return "( \"-\" " + NonNegative(1, Abs(lo)) + " | " +
-         NonNegative(0, static_cast<uint64_t>(hi)) + " )";
+  return "( \"-\" " + NonNegative(1, Abs(lo)) + " | " + NonNegative(0, static_cast<uint64_t>(hi)) +
+         " )";
 }
 
 std::string DecimalRange(int64_t lo, int64_t hi) {

@@ -63,6 +63,7 @@ int32_t TokenConstraint::ApplyMask(std::span<float> logits) {
 }
 
 bool TokenConstraint::Accept(TokenId id) {
+  if (trie_->IsEog(id) && dead_end_) return true;  // the forced end of a dead end
   if (Finished()) return false;
   if (trie_->IsEog(id)) {
     if (matcher_.IsAccepting()) {

@@ -49,8 +49,8 @@ class TokenTrie {
   std::vector<TokenId> tokens_;
   std::vector<TokenId> eog_;
   std::vector<uint8_t> is_eog_;
-  std::string bytes_;               // all pieces
-  std::vector<uint32_t> offsets_;   // piece of id i: bytes_[offsets_[i], offsets_[i+1])
+  std::string bytes_;              // all pieces
+  std::vector<uint32_t> offsets_;  // piece of id i: bytes_[offsets_[i], offsets_[i+1])
   int32_t vocab_size_ = 0;
   int32_t max_depth_ = 0;
 };

@@ -54,7 +54,7 @@ TEST(Grammar, LiteralsAndSequences) {
 TEST(Grammar, Escapes) {
   EXPECT_TRUE(Matches(R"(root ::= "a\n\t\"\\")", "a\n\t\"\\"));
   EXPECT_TRUE(Matches(R"(root ::= "\x41\u00e9\U0001F600")", "A\xC3\xA9\xF0\x9F\x98\x80"));
-  EXPECT_TRUE(Matches(R"(root ::= [\u00e0-\u00ff])", "\xC3\xA9"));  // é
+  EXPECT_TRUE(Matches(R"(root ::= [\u00e0-\u00ff])", "\xC3\xA9"));   // é
   EXPECT_FALSE(Matches(R"(root ::= [\u00e0-\u00ff])", "\xC3\x80"));  // À
 }
 
@@ -112,15 +112,15 @@ TEST(Grammar, ClassesAndNegation) {
 TEST(Grammar, Utf8BytesOneAtATime) {
   auto g = Compile(R"(root ::= "\u20AC" | "\u00e9")");
   GrammarMatcher m(g);
-  ASSERT_TRUE(m.PushByte(0xE2));    // can still become €
-  EXPECT_FALSE(m.PushByte(0xA9));   // E2 A9 .. is no prefix of €
-  EXPECT_FALSE(m.IsAccepting());    // in the middle of a character
+  ASSERT_TRUE(m.PushByte(0xE2));   // can still become €
+  EXPECT_FALSE(m.PushByte(0xA9));  // E2 A9 .. is no prefix of €
+  EXPECT_FALSE(m.IsAccepting());   // in the middle of a character
   ASSERT_TRUE(m.PushByte(0x82));
   ASSERT_TRUE(m.PushByte(0xAC));
   EXPECT_TRUE(m.IsAccepting());
   m.Reset();
-  EXPECT_FALSE(m.PushByte(0xF0));   // no 4-byte character in the grammar
-  EXPECT_FALSE(m.PushByte(0xC0));   // never valid UTF-8
+  EXPECT_FALSE(m.PushByte(0xF0));  // no 4-byte character in the grammar
+  EXPECT_FALSE(m.PushByte(0xC0));  // never valid UTF-8
   EXPECT_FALSE(m.AcceptBytes("\xC3\x28"));
   EXPECT_FALSE(m.AcceptBytes("\xED\xA0\x80"));  // a surrogate
 }
@@ -166,14 +166,14 @@ TEST(GrammarErrors, NamePositionAndProblem) {
   EXPECT_NE(ErrorOf("root ::= a\n").find("line 1, column 10: rule 'a' is used but not defined"),
             std::string::npos);
   EXPECT_NE(ErrorOf("x ::= \"a\"\n").find("no rule named 'root'"), std::string::npos);
-  EXPECT_NE(ErrorOf("root ::= \"a\"\nroot ::= \"b\"").find("line 2, column 1: rule 'root' is "
-                                                          "defined twice"),
+  EXPECT_NE(ErrorOf("root ::= \"a\"\nroot ::= \"b\"")
+                .find("line 2, column 1: rule 'root' is "
+                      "defined twice"),
             std::string::npos);
   EXPECT_NE(ErrorOf("root ::= [z-a]").find("line 1, column 11"), std::string::npos);
   EXPECT_NE(ErrorOf("root ::= \"\\q\"").find("unknown escape"), std::string::npos);
   EXPECT_NE(ErrorOf("root ::= \"\\uD800\"").find("not a Unicode scalar"), std::string::npos);
-  EXPECT_NE(ErrorOf("root ::= (\"a\"").find("line 1, column 10: unclosed '('"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf("root ::= (\"a\"").find("line 1, column 10: unclosed '('"), std::string::npos);
   EXPECT_NE(ErrorOf("root ::= \"a\"{3,2}").find("n < m"), std::string::npos);
   EXPECT_NE(ErrorOf("root ::= \n  \"a\" @").find("line 2, column 7: unexpected character"),
             std::string::npos);

@@ -27,8 +27,8 @@ void ExpectAgree(const std::string& schema, const std::vector<std::string>& cand
   ASSERT_TRUE(g.has_value()) << g.error().ToString();
   for (const std::string& c : candidates) {
     const bool valid = ValidateJson(c, schema).empty();
-    EXPECT_EQ(Accepts(*g, c), valid) << "schema " << schema << "\ntext " << c
-                                     << "\nvalidator: " << ValidateJson(c, schema);
+    EXPECT_EQ(Accepts(*g, c), valid)
+        << "schema " << schema << "\ntext " << c << "\nvalidator: " << ValidateJson(c, schema);
   }
 }
 
@@ -78,9 +78,16 @@ TEST(JsonSchema, Strings) {
 }
 
 TEST(JsonSchema, IntegerRangesAreExact) {
-  for (auto [lo, hi] : std::vector<std::pair<int, int>>{
-           {0, 0}, {0, 9}, {5, 17}, {16, 30}, {-40, 85}, {-273, -3}, {1, 1000}, {99, 101},
-           {123, 4567}, {-5, 0}}) {
+  for (auto [lo, hi] : std::vector<std::pair<int, int>>{{0, 0},
+                                                        {0, 9},
+                                                        {5, 17},
+                                                        {16, 30},
+                                                        {-40, 85},
+                                                        {-273, -3},
+                                                        {1, 1000},
+                                                        {99, 101},
+                                                        {123, 4567},
+                                                        {-5, 0}}) {
     const std::string schema = Cat({"{\"type\":\"integer\",\"minimum\":", std::to_string(lo),
                                     ",\"maximum\":", std::to_string(hi), "}"});
     auto g = CompileJsonSchema(schema);
@@ -125,15 +132,14 @@ TEST(JsonSchema, ObjectsRequiredOptionalNested) {
       "c":{"type":"object","properties":{"d":{"enum":["x","y"]}},"required":["d"]}},
     "required":["b"]})";
   ExpectAgree(s, {R"({"b":true})", R"({"a":1,"b":false})", R"({"b":true,"c":{"d":"x"}})",
-                  R"({"a":3,"b":true,"c":{"d":"y"}})", R"({ "a": 3, "b": true })",
-                  R"({"a":1})", R"({})", R"({"b":true,"c":{}})",
-                  R"({"a":1,,"b":true})", R"({,"b":true})", R"({"b":true,})",
-                  R"({"b":true,"z":1})"});
+                  R"({"a":3,"b":true,"c":{"d":"y"}})", R"({ "a": 3, "b": true })", R"({"a":1})",
+                  R"({})", R"({"b":true,"c":{}})", R"({"a":1,,"b":true})", R"({,"b":true})",
+                  R"({"b":true,})", R"({"b":true,"z":1})"});
   // Valid but never produced: properties out of their declared order.
   EXPECT_FALSE(Accepts(*CompileJsonSchema(s), R"({"b":true,"a":1})"));
   ExpectAgree(R"({"type":"object","properties":{"x":{"type":"null"},"y":{"type":"null"}}})",
-              {"{}", R"({"x":null})", R"({"y":null})", R"({"x":null,"y":null})",
-               R"({"x":null,})", R"({,"y":null})"});
+              {"{}", R"({"x":null})", R"({"y":null})", R"({"x":null,"y":null})", R"({"x":null,})",
+               R"({,"y":null})"});
 }
 
 TEST(JsonSchema, TypeListsAnyOfAndAnyValue) {
@@ -148,9 +154,9 @@ TEST(JsonSchemaErrors, NameThePointerOrPosition) {
             std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"string","pattern":"^a"})").find("'/pattern': keyword 'pattern'"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"properties":{"a":{"$ref":"#"}},"type":"object"})")
-                .find("'/properties/a/$ref'"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(R"({"properties":{"a":{"$ref":"#"}},"type":"object"})").find("'/properties/a/$ref'"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"integer","minimum":5,"maximum":4})").find("empty language"),
             std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"number","minimum":0.2,"maximum":0.8})").find("empty language"),

@@ -21,8 +21,8 @@ inline bool JsonTypeIs(const nlohmann::json& v, const std::string& t) {
   if (t == "null") return v.is_null();
   if (t == "number") return v.is_number();
   if (t == "integer") {
-    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) ==
-                                                                  v.get<double>());
+    return v.is_number_integer() ||
+           (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   }
   return false;
 }
