@@ -7,6 +7,7 @@
 //           [--stop STR]... [--ctx N] [--batch N] [--info] [-t N]
 //           [--precision auto|w8a16|w4a8] [--pack-cache DIR] [--reference]
 //           [--memory-plan [--slots N] [--kv f16|int8] [--prefetch auto|on|off]]
+//           [--schema FILE.json | --grammar FILE.gbnf]
 //
 // Generation runs through the Engine (runtime/engine/engine.h), the path ari-node runs: a
 // pack directly, a plain GGUF through its automatic pack (built once into the pack cache,
@@ -14,12 +15,17 @@
 // pass instead (the specification; slow). --memory-plan prints the engine's arena plan
 // (without -p it exits after printing). --chat renders system, turns and -p (the last user
 // turn) with the model's chat format (EncodeChat in runtime/tokenizer/chat_template.h, as
-// ari-node does for chat-form requests).
+// ari-node does for chat-form requests). --schema / --grammar constrain the output to a JSON
+// Schema subset or a grammar (runtime/grammar, docs/structured_output.md); the stop reason
+// "grammar_done" says the output is complete and valid, "max_tokens" that it is not.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +34,8 @@
 #include "runtime/generate/generate.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/generate/stop_strings.h"
+#include "runtime/grammar/json_schema.h"
+#include "runtime/grammar/token_constraint.h"
 #include "runtime/model/model.h"
 #include "runtime/model/pack_file.h"
 #include "runtime/model/session.h"
@@ -56,7 +64,9 @@ void Usage(FILE* f) {
                "  --info (print the model config)\n"
                "  --memory-plan (print the engine's arena plan; exit unless -p is given)\n"
                "  --slots N (2)  --kv f16|int8 (f16)\n"
-               "  --prefetch auto|on|off (auto: next-layer MADV_WILLNEED)\n");
+               "  --prefetch auto|on|off (auto: next-layer MADV_WILLNEED)\n"
+               "  --schema FILE (JSON Schema subset) | --grammar FILE (GBNF-like): constrain\n"
+               "    the output (docs/structured_output.md)\n");
 }
 
 int Fail(const std::string& msg) {
@@ -82,6 +92,29 @@ struct EngineRun {
   rt::KvType kv = rt::KvType::kF16;
   rt::LayerPrefetch prefetch = rt::LayerPrefetch::kAuto;
 };
+
+// --schema / --grammar (at most one).
+struct ConstraintArgs {
+  std::string schema_path, grammar_path;
+};
+
+// The constraint for the turn (nullptr without --schema / --grammar). Built once per run:
+// the compiled grammar, the tokenizer's trie, the matcher and mask buffers.
+rt::Result<std::unique_ptr<rt::TokenConstraint>> MakeConstraint(const ConstraintArgs& c,
+                                                                const rt::Tokenizer& tok) {
+  const std::string& path = c.schema_path.empty() ? c.grammar_path : c.schema_path;
+  if (path.empty()) return std::unique_ptr<rt::TokenConstraint>();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return rt::MakeError(rt::ErrorCode::kIo, "cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto g = c.schema_path.empty() ? rt::CompiledGrammar::Parse(text.str())
+                                 : rt::CompileJsonSchema(text.str());
+  if (!g) return rt::MakeError(g.error().code, path + ": " + g.error().message);
+  auto trie = rt::TokenTrie::Build(tok);
+  if (!trie) return std::unexpected(trie.error());
+  return std::make_unique<rt::TokenConstraint>(*g, *trie);
+}
 
 struct ChatArgs {
   bool enabled = false;
@@ -201,7 +234,7 @@ rt::EngineOptions EngineOptionsFrom(const std::string& model_path, const EngineR
 // Generation through the engine (packed path; see the file comment).
 int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::SessionOptions& so,
                   const rt::SamplingParams& sp, const rt::GenerateOptions& gen,
-                  const std::string& prompt, const ChatArgs& chat) {
+                  const std::string& prompt, const ChatArgs& chat, const ConstraintArgs& ca) {
   const bool generate = !prompt.empty() || !chat.turns.empty() || !er.print_plan;
   auto engine = rt::Engine::Create(EngineOptionsFrom(model_path, er, so, gen.max_tokens, generate));
   if (!engine) return Fail(engine.error().ToString());
@@ -217,10 +250,13 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
   if (tok == nullptr) return Fail("the model has no tokenizer");
   auto ids = EncodePrompt(e.model().file(), *tok, prompt, chat);
   if (!ids) return Fail(ids.error().ToString());
+  auto constraint = MakeConstraint(ca, *tok);
+  if (!constraint) return Fail(constraint.error().ToString());
   if (!chat.enabled) std::fwrite(prompt.data(), 1, prompt.size(), stdout);  // as llama.cpp
   rt::TurnSpec turn;
   turn.prompt = *ids;
   turn.sampling = sp;
+  turn.sampling.constraint = constraint->get();
   turn.max_tokens = gen.max_tokens;
   turn.keep_context = false;
   if (gen.max_tokens == 0) return 0;
@@ -255,6 +291,7 @@ struct RunArgs {
   rt::GenerateOptions gen;
   rt::SessionOptions so;
   ChatArgs chat;
+  ConstraintArgs constraint;
   bool info = false;
   EngineRun er;
 };
@@ -306,6 +343,10 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
       o.so.context_length = static_cast<int32_t>(num);
     } else if (a == "--batch" && number()) {
       o.so.max_batch = static_cast<int32_t>(num);
+    } else if (a == "--schema" && has_value) {
+      o.constraint.schema_path = argv[++i];
+    } else if (a == "--grammar" && has_value) {
+      o.constraint.grammar_path = argv[++i];
     } else if (a == "--chat") {
       o.chat.enabled = true;
     } else if (a == "--info") {
@@ -352,6 +393,9 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
   if (!o.chat.enabled && (!o.chat.system.empty() || !o.chat.turns.empty())) {
     return Fail("--system and --turn need --chat");
   }
+  if (!o.constraint.schema_path.empty() && !o.constraint.grammar_path.empty()) {
+    return Fail("--schema and --grammar exclude each other");
+  }
   return std::nullopt;
 }
 
@@ -374,7 +418,11 @@ int RunWithSession(RunArgs& a) {
   if (so.context_length == 0) so.context_length = std::min(cfg.context_length, kDefaultCtxCap);
   auto session = rt::Session::Create(**model, so);
   if (!session) return Fail(session.error().ToString());
-  rt::Sampler sampler(cfg.vocab_size, a.sp);
+  auto constraint = MakeConstraint(a.constraint, *tok);
+  if (!constraint) return Fail(constraint.error().ToString());
+  rt::SamplingParams sp = a.sp;
+  sp.constraint = constraint->get();
+  rt::Sampler sampler(cfg.vocab_size, sp);
 
   if (!a.chat.enabled) {  // echo the prompt, as llama2.c and llama.cpp do
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
@@ -408,5 +456,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ari-run: %s\n", (*model)->config().ToString().c_str());
   }
   if (a.er.reference && !a.er.print_plan) return RunWithSession(a);
-  return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen, a.prompt, a.chat);
+  return RunWithEngine(a.model_path, a.er, a.so, a.sp, a.gen, a.prompt, a.chat, a.constraint);
 }
