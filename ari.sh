@@ -26,6 +26,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev               # tests
   libbenchmark-dev                        # micro-benchmarks
   libicu-dev                              # Unicode categories/regex for tokenizer pre-splitting
+  nlohmann-json3-dev                      # JSON Schema parsing (runtime/grammar), test validator
   clang-16 libclang-rt-16-dev             # libFuzzer + ASan/UBSan runtimes for tests/fuzz (clang 14
                                           # cannot compile libstdc++ 12's <expected>)
   clang-tidy-16 clang-format-16           # lint: .clang-tidy, .clang-format (scripts/lint.sh)

@@ -13,6 +13,8 @@
 //   key     - after "{": a property name (only a few prefixes live)
 //   string  - inside a free string value: nearly every token is allowed (the worst case)
 //   number  - inside a bounded number
+// Each without the mask cache (/walk: the trie walk, a state's first visit) and with it
+// (/cached: the state seen before, e.g. the same schema served again).
 // Also Accept/<vocab>: advancing the matcher by one token (the other per-token cost).
 // Real time on an idle machine is what counts; figures measured while other builds run
 // are labelled contended in the docs.
@@ -92,14 +94,16 @@ const char* kStateNames[4] = {"start", "key", "string", "number"};
 void BM_Mask(benchmark::State& state) {
   const int vocab = static_cast<int>(state.range(0));
   const int where = static_cast<int>(state.range(1));
-  state.SetLabel(std::string(kVocabNames[vocab]) + "/" + kStateNames[where]);
+  const bool cached = state.range(2) != 0;
+  state.SetLabel(std::string(kVocabNames[vocab]) + "/" + kStateNames[where] +
+                 (cached ? "/cached" : "/walk"));
   auto trie = Vocab(vocab);
   auto g = CompileJsonSchema(kSchema);
   if (!trie || !g) {
     state.SkipWithError("vocab GGUF not found (set ARI_MODELS_DIR) or schema failed");
     return;
   }
-  TokenConstraint c(*g, trie);
+  TokenConstraint c(*g, trie, {}, cached ? TokenConstraint::kDefaultCacheEntries : 0);
   GrammarMatcher check(*g);
   if (!check.AcceptBytes(kStates[where])) {
     state.SkipWithError("state text is not a prefix");
@@ -127,7 +131,7 @@ void BM_Mask(benchmark::State& state) {
   state.counters["vocab"] = trie->vocab_size();
 }
 BENCHMARK(BM_Mask)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -222,6 +222,25 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
   return true;
 }
 
+int32_t GrammarMatcher::StateKey(std::span<uint32_t> out) const {
+  const Frame& f = frames_.back();
+  size_t n = 0;
+  auto put = [&](uint32_t v) {
+    if (n < out.size()) out[n] = v;
+    ++n;
+  };
+  put(f.partial);
+  put(static_cast<uint32_t>(f.remaining) << 8 | f.length);
+  for (uint32_t i = f.tops_begin; i < f.tops_end; ++i) {
+    for (int32_t t = tops_[i]; t >= 0; t = nodes_[static_cast<size_t>(t)].parent) {
+      put(nodes_[static_cast<size_t>(t)].pos);
+    }
+    put(tops_[i] == kAcceptTop ? 0xFFFFFFFFu : 0xFFFFFFFEu);
+    if (n > out.size()) return -1;
+  }
+  return static_cast<int32_t>(n);
+}
+
 bool GrammarMatcher::IsAccepting() const {
   const Frame& f = frames_.back();
   if (f.remaining != 0) return false;

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -53,6 +54,10 @@ class GrammarMatcher {
   // Some continuation exists (a stack with a character still to match).
   bool CanContinue() const;
   int32_t frames() const { return static_cast<int32_t>(frames_.size()); }
+  // Writes a key that identifies the current state exactly (every stack's positions, a
+  // partial character) into `out`; returns its length, or -1 when it does not fit. Two
+  // states with the same key accept the same continuations (the mask cache's key).
+  int32_t StateKey(std::span<uint32_t> out) const;
   int64_t dropped_paths() const { return dropped_; }
   const CompiledGrammar& grammar() const { return *g_; }
 

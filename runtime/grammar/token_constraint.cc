@@ -13,10 +13,60 @@ MatcherLimits WithFrames(MatcherLimits l, int32_t depth) {
 }  // namespace
 
 TokenConstraint::TokenConstraint(std::shared_ptr<const CompiledGrammar> grammar,
-                                 std::shared_ptr<const TokenTrie> trie, MatcherLimits limits)
+                                 std::shared_ptr<const TokenTrie> trie, MatcherLimits limits,
+                                 int32_t cache_entries)
     : trie_(std::move(trie)),
       matcher_(std::move(grammar), WithFrames(limits, trie_->max_depth())),
-      allowed_(static_cast<size_t>(trie_->vocab_size()), 0) {}
+      allowed_(static_cast<size_t>(trie_->vocab_size()), 0),
+      cache_(static_cast<size_t>(std::max(cache_entries, 0))),
+      key_(kMaxKey) {
+  const size_t words = (allowed_.size() + 63) / 64;
+  for (CacheEntry& e : cache_) {
+    e.key.resize(kMaxKey);
+    e.bits.resize(words);
+  }
+}
+
+void TokenConstraint::WalkCached() {
+  const int32_t len = cache_.empty() ? -1 : matcher_.StateKey(key_);
+  if (len < 0) {
+    Walk(0);
+    return;
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the key words
+  for (int32_t i = 0; i < len; ++i) h = (h ^ key_[static_cast<size_t>(i)]) * 1099511628211ull;
+  CacheEntry* victim = &cache_[0];
+  for (CacheEntry& e : cache_) {
+    if (e.key_len == len && e.hash == h &&
+        std::equal(key_.begin(), key_.begin() + len, e.key.begin())) {
+      ++hits_;
+      e.last_used = ++tick_;
+      count_ = e.count;
+      for (size_t w = 0; w < e.bits.size(); ++w) {  // allowed_ is all 0 here
+        for (uint64_t b = e.bits[w]; b != 0; b &= b - 1) {
+          allowed_[w * 64 + static_cast<size_t>(__builtin_ctzll(b))] = 1;
+        }
+      }
+      return;
+    }
+    if (e.last_used < victim->last_used) victim = &e;
+  }
+  ++misses_;
+  pushes_ = 0;
+  Walk(0);
+  if (pushes_ < kCacheMinPushes) return;  // cheap to walk again: keep the entries for others
+  std::copy(key_.begin(), key_.begin() + len, victim->key.begin());
+  victim->key_len = len;
+  victim->hash = h;
+  victim->count = count_;
+  victim->last_used = ++tick_;
+  for (size_t w = 0; w < victim->bits.size(); ++w) {
+    uint64_t b = 0;
+    const size_t base = w * 64, end = std::min(base + 64, allowed_.size());
+    for (size_t i = base; i < end; ++i) b |= static_cast<uint64_t>(allowed_[i] != 0) << (i - base);
+    victim->bits[w] = b;
+  }
+}
 
 void TokenConstraint::Reset() {
   matcher_.Reset();
@@ -29,6 +79,7 @@ void TokenConstraint::Walk(uint32_t node) {
   const TokenTrie::Node& n = nodes[node];
   for (uint32_t c = n.child_begin; c < n.child_end; ++c) {
     const TokenTrie::Node& child = nodes[c];
+    ++pushes_;
     if (!matcher_.PushByte(child.byte)) continue;
     for (uint32_t t = child.token_begin; t < child.token_end; ++t) {
       allowed_[static_cast<size_t>(toks[t])] = 1;
@@ -42,7 +93,7 @@ void TokenConstraint::Walk(uint32_t node) {
 int32_t TokenConstraint::ComputeMask() {
   std::fill(allowed_.begin(), allowed_.end(), 0);
   count_ = 0;
-  if (!Finished()) Walk(0);
+  if (!Finished()) WalkCached();
   if (count_ == 0 && !matcher_.IsAccepting() && !complete_) dead_end_ = true;
   if (matcher_.IsAccepting() || dead_end_) {
     for (TokenId id : trie_->eog_tokens()) allowed_[static_cast<size_t>(id)] = 1;

@@ -7,6 +7,14 @@
 // allowed only where the grammar may end. Accept() advances by the sampled token. Nothing
 // allocates after construction (tests/grammar/token_constraint_alloc_test.cc).
 //
+// Mask cache: the mask is a function of the matcher state alone, so the last `cache_entries`
+// masks (bitsets, vocab_size / 8 bytes each) are kept under the state's exact key
+// (GrammarMatcher::StateKey) and reused, least recently used replaced. A schema served
+// again, or a repetition that returns to the same state (an unbounded string), costs a
+// key and a bitset copy instead of a trie walk. Only walks that tried at least
+// kCacheMinPushes trie nodes are stored (a cheap walk is faster than the copy). 0 entries:
+// no cache.
+//
 // The sampler uses it through SamplingParams::constraint (runtime/generate/sampler.h).
 #pragma once
 
@@ -24,8 +32,10 @@ namespace ari::runtime {
 
 class TokenConstraint {
  public:
+  static constexpr int32_t kDefaultCacheEntries = 64;
   TokenConstraint(std::shared_ptr<const CompiledGrammar> grammar,
-                  std::shared_ptr<const TokenTrie> trie, MatcherLimits limits = {});
+                  std::shared_ptr<const TokenTrie> trie, MatcherLimits limits = {},
+                  int32_t cache_entries = kDefaultCacheEntries);
 
   // A new output (start of a turn).
   void Reset();
@@ -49,9 +59,23 @@ class TokenConstraint {
   bool Accepting() const { return matcher_.IsAccepting(); }
   const GrammarMatcher& matcher() const { return matcher_; }
   const TokenTrie& trie() const { return *trie_; }
+  int64_t cache_hits() const { return hits_; }
+  int64_t cache_misses() const { return misses_; }
 
  private:
+  static constexpr size_t kMaxKey = 256;
+  // Walks of fewer trie nodes than this are cheaper than the cache's copy: not stored.
+  static constexpr int64_t kCacheMinPushes = 4096;
+  struct CacheEntry {
+    std::vector<uint32_t> key;  // kMaxKey words, key_len used
+    std::vector<uint64_t> bits;
+    int32_t key_len = -1;  // -1: empty
+    uint64_t hash = 0, last_used = 0;
+    int32_t count = 0;
+  };
   void Walk(uint32_t node);
+  // The trie walk's mask for the current state, from the cache when there.
+  void WalkCached();
 
   std::shared_ptr<const TokenTrie> trie_;
   GrammarMatcher matcher_;
@@ -59,6 +83,11 @@ class TokenConstraint {
   int32_t count_ = 0;
   bool complete_ = false;
   bool dead_end_ = false;
+  std::vector<CacheEntry> cache_;
+  std::vector<uint32_t> key_;  // kMaxKey words
+  uint64_t tick_ = 0;
+  int64_t hits_ = 0, misses_ = 0;
+  int64_t pushes_ = 0;  // trie nodes tried by the current walk
 };
 
 }  // namespace ari::runtime

@@ -135,6 +135,7 @@ TEST(ConstrainedGeneration, EveryOutputValidates) {
     auto prompt = tok.Encode("The command as JSON:", EncodeOptions{});
     ASSERT_TRUE(prompt.has_value());
     int done = 0, total = 0;
+    int64_t hits = 0, misses = 0;
     for (const std::string& name : SchemaNames()) {
       const std::string schema = Schema(name);
       auto g = CompileJsonSchema(schema);
@@ -155,10 +156,14 @@ TEST(ConstrainedGeneration, EveryOutputValidates) {
           }
         }
       }
+      hits += c.cache_hits();
+      misses += c.cache_misses();
     }
     // Bounded schemas end well inside the budget.
     EXPECT_EQ(done, total) << mc.name;
-    std::printf("%s: %d/%d outputs complete and valid\n", mc.name.c_str(), done, total);
+    std::printf("%s: %d/%d outputs complete and valid; mask cache %lld hits, %lld walks\n",
+                mc.name.c_str(), done, total, static_cast<long long>(hits),
+                static_cast<long long>(misses));
   }
 }
 

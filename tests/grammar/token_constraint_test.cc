@@ -169,6 +169,38 @@ TEST(TokenConstraint, RealVocabulariesMatchTheBruteForce) {
   }
 }
 
+TEST(TokenConstraint, MaskCacheGivesTheWalkedMask) {
+  auto trie = VocabTrie("vocab/ggml-vocab-gpt-2.gguf");
+  if (!trie) GTEST_SKIP() << "vocab not found (set ARI_MODELS_DIR)";
+  // A string value that must hold 6+ characters: the walk passes states where nearly the
+  // whole vocabulary is allowed (the walks the cache stores).
+  auto g = CompileJsonSchema(
+      R"({"type":"object","properties":{"d":{"type":"string","minLength":6,"maxLength":12}},
+          "required":["d"]})");
+  ASSERT_TRUE(g.has_value());
+  TokenConstraint cached(*g, trie, {}, 64);
+  TokenConstraint cold(*g, trie, {}, 0);
+  for (int run = 0; run < 3; ++run) {
+    cached.Reset();
+    cold.Reset();
+    std::mt19937 rng(3);  // the same walk each run: the second and third hit the cache
+    for (int step = 0; step < 60 && !cold.Finished(); ++step) {
+      const std::vector<uint8_t> a = MaskOf(cached), b = MaskOf(cold);
+      ASSERT_EQ(a, b) << "run " << run << " step " << step;
+      std::vector<TokenId> ok;
+      for (size_t i = 0; i < b.size(); ++i) {
+        if (b[i] && !trie->IsEog(static_cast<TokenId>(i))) ok.push_back(static_cast<TokenId>(i));
+      }
+      if (ok.empty()) break;
+      const TokenId pick = ok[rng() % ok.size()];
+      ASSERT_TRUE(cached.Accept(pick));
+      ASSERT_TRUE(cold.Accept(pick));
+    }
+  }
+  EXPECT_GT(cached.cache_hits(), 0) << cached.cache_misses();
+  EXPECT_EQ(cold.cache_hits(), 0);
+}
+
 TEST(TokenConstraint, NoHeapAllocationAfterConstruction) {
   auto trie = VocabTrie("vocab/ggml-vocab-gpt-2.gguf");
   if (!trie) GTEST_SKIP() << "vocab not found (set ARI_MODELS_DIR)";
