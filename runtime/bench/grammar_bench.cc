@@ -20,6 +20,7 @@
 // are labelled contended in the docs.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -85,18 +86,18 @@ std::shared_ptr<const TokenTrie> Vocab(int which) {
   return cache[which];
 }
 
-const char* kVocabNames[3] = {"spm32k", "gpt2_50k", "synth152k"};
-const char* kStates[4] = {"", "{", "{\"destination\": \"Main Str",
-                          "{\"destination\": \"x\", "
-                          "\"zone\": \"all\", \"temperature_c\": 2"};
-const char* kStateNames[4] = {"start", "key", "string", "number"};
+constexpr char kNumberState[] = "{\"destination\": \"x\", \"zone\": \"all\", \"temperature_c\": 2";
+constexpr std::array<const char*, 3> kVocabNames = {"spm32k", "gpt2_50k", "synth152k"};
+constexpr std::array<const char*, 4> kStates = {"", "{", "{\"destination\": \"Main Str",
+                                                kNumberState};
+constexpr std::array<const char*, 4> kStateNames = {"start", "key", "string", "number"};
 
 void BM_Mask(benchmark::State& state) {
   const int vocab = static_cast<int>(state.range(0));
   const int where = static_cast<int>(state.range(1));
   const bool cached = state.range(2) != 0;
-  state.SetLabel(std::string(kVocabNames[vocab]) + "/" + kStateNames[where] +
-                 (cached ? "/cached" : "/walk"));
+  state.SetLabel(std::string(kVocabNames[static_cast<size_t>(vocab)]) + "/" +
+                 kStateNames[static_cast<size_t>(where)] + (cached ? "/cached" : "/walk"));
   auto trie = Vocab(vocab);
   auto g = CompileJsonSchema(kSchema);
   if (!trie || !g) {
@@ -105,14 +106,14 @@ void BM_Mask(benchmark::State& state) {
   }
   TokenConstraint c(*g, trie, {}, cached ? TokenConstraint::kDefaultCacheEntries : 0);
   GrammarMatcher check(*g);
-  if (!check.AcceptBytes(kStates[where])) {
+  if (!check.AcceptBytes(kStates[static_cast<size_t>(where)])) {
     state.SkipWithError("state text is not a prefix");
     return;
   }
   // Reach the state through tokens of one byte where possible: feed the text byte by byte
   // through the matcher the constraint owns (its bytes are in every vocab used here).
   std::vector<float> logits(static_cast<size_t>(trie->vocab_size()), 0.0f);
-  for (char ch : std::string_view(kStates[where])) {
+  for (char ch : std::string_view(kStates[static_cast<size_t>(where)])) {
     TokenId id = -1;
     for (TokenId t = 0; t < trie->vocab_size() && id < 0; ++t) {
       if (trie->Piece(t) == std::string_view(&ch, 1)) id = t;
@@ -137,7 +138,7 @@ BENCHMARK(BM_Mask)
 
 void BM_Accept(benchmark::State& state) {
   const int vocab = static_cast<int>(state.range(0));
-  state.SetLabel(kVocabNames[vocab]);
+  state.SetLabel(kVocabNames[static_cast<size_t>(vocab)]);
   auto trie = Vocab(vocab);
   auto g = CompiledGrammar::Parse(R"(root ::= [a-z ]*)");
   if (!trie || !g) {

@@ -48,6 +48,13 @@ void FlushText(StreamDecoder& decoder, StopStringFilter& filter, std::string& pi
   }
 }
 
+// The stop a constrained sampler asks for after drawing `next` (nullopt: none).
+std::optional<StopReason> GrammarStop(const Sampler& sampler, TokenId next) {
+  const TokenConstraint* c = sampler.params().constraint;
+  if (c == nullptr || (next >= 0 && !c->Finished())) return std::nullopt;
+  return next >= 0 && c->Complete() ? StopReason::kGrammarDone : StopReason::kGrammarDeadEnd;
+}
+
 }  // namespace
 
 double GenerateResult::PromptTokensPerSecond() const {
@@ -85,25 +92,15 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, std::span<co
   }
   bool by_callback = false;
   bool stopped = false;
+  std::optional<StopReason> grammar_end;
   while (res.tokens.size() < budget) {
     const TokenId next = sampler.Sample(session.mutable_last_logits(), history);
-    const TokenConstraint* grammar = sampler.params().constraint;
-    if (next < 0 && grammar != nullptr) {  // no token continues the grammar, no EOG to end
-      res.stop_reason = StopReason::kGrammarDeadEnd;
-      stopped = true;
-      break;
-    }
-    if (next < 0) return MakeError(ErrorCode::kInternal, "generate: sampler failed");
+    grammar_end = GrammarStop(sampler, next);
+    if (next < 0 && !grammar_end)
+      return MakeError(ErrorCode::kInternal, "generate: sampler failed");
+    if (next < 0) break;  // no token continues the grammar (kGrammarDeadEnd below)
     res.tokens.push_back(next);
     history.push_back(next);
-    const bool grammar_end = grammar != nullptr && grammar->Finished();
-    const StopReason grammar_reason =
-        grammar_end && grammar->Complete() ? StopReason::kGrammarDone : StopReason::kGrammarDeadEnd;
-    if (grammar_end && tok != nullptr && tok->IsEog(next)) {
-      res.stop_reason = grammar_reason;
-      stopped = true;
-      break;
-    }
     if (tok != nullptr && tok->IsEog(next)) {
       res.stop_reason = StopReason::kEndOfGen;
       stopped = true;
@@ -124,11 +121,7 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, std::span<co
         break;
       }
     }
-    if (grammar_end) {  // the output is complete (wins over the budget)
-      res.stop_reason = grammar_reason;
-      stopped = true;
-      break;
-    }
+    if (grammar_end) break;  // the output is complete (or stuck): reason set below
     if (res.tokens.size() == budget) break;
     if (session.position() >= session.context_length()) {
       res.stop_reason = StopReason::kContextFull;
@@ -139,6 +132,10 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, std::span<co
     if (!r) return std::unexpected(r.error());
   }
   if (!stopped) res.stop_reason = StopReason::kMaxTokens;
+  if (grammar_end && res.stop_reason != StopReason::kStopString &&
+      res.stop_reason != StopReason::kCallback) {
+    res.stop_reason = *grammar_end;  // an EOG that ended a complete grammar: kGrammarDone
+  }
   if (decoder && res.stop_reason != StopReason::kStopString &&
       res.stop_reason != StopReason::kCallback) {
     FlushText(*decoder, filter, piece, res);

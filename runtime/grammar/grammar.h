@@ -29,11 +29,11 @@
 namespace ari::runtime {
 
 struct GrammarLimits {
-  size_t max_text_bytes = 256 * 1024;  // grammar or schema text
-  int32_t max_rules = 8192;            // after expanding groups and repetitions
-  int32_t max_elements = 1 << 20;      // compiled elements (characters, references)
-  int32_t max_nesting = 64;            // ( ... ) nesting / schema nesting depth
-  int32_t max_repeat = 4096;           // m and n of {m,n}
+  size_t max_text_bytes = size_t{256} * 1024;  // grammar or schema text
+  int32_t max_rules = 8192;                    // after expanding groups and repetitions
+  int32_t max_elements = 1 << 20;              // compiled elements (characters, references)
+  int32_t max_nesting = 64;                    // ( ... ) nesting / schema nesting depth
+  int32_t max_repeat = 4096;                   // m and n of {m,n}
 };
 
 // The compiled form. A rule has alternatives; an alternative is a run of elements in

@@ -58,8 +58,8 @@ Result<uint32_t> GrammarBuilder::NewRule(size_t pos, std::vector<Seq> alts) {
   return id;
 }
 
-Result<CompiledGrammar::Element> GrammarBuilder::Class(std::vector<Range> ranges, bool negated,
-                                                       size_t pos) {
+Result<CompiledGrammar::Element> GrammarBuilder::Class(const std::vector<Range>& ranges,
+                                                       bool negated, size_t pos) {
   std::vector<std::pair<uint32_t, uint32_t>> key;
   for (const Range& r : ranges) {
     if (r.lo > r.hi) return Fail(pos, "character range with its start after its end");

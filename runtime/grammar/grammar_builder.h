@@ -38,7 +38,7 @@ class GrammarBuilder {
   Result<uint32_t> NewRule(size_t pos, std::vector<Seq> alts);
   // Replaces the alternatives of a rule made by NewRule (for self-reference).
   void SetAlts(uint32_t id, std::vector<Seq> alts) { rules_[id].alts = std::move(alts); }
-  Result<Element> Class(std::vector<Range> ranges, bool negated, size_t pos);
+  Result<Element> Class(const std::vector<Range>& ranges, bool negated, size_t pos);
   Result<void> CountElements(size_t n, size_t pos);
 
   // Checks everything and flattens (root = the rule named `root`).

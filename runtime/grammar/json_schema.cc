@@ -56,6 +56,15 @@ const std::set<std::string, std::less<>>& Refused() {
   return k;
 }
 
+// Concatenation by append (no temporaries; "x" + std::string also trips a GCC 12
+// -Wrestrict false positive).
+template <class... T>
+std::string Cat(const T&... parts) {
+  std::string s;
+  ((s += parts), ...);
+  return s;
+}
+
 // A grammar literal for raw bytes.
 std::string Literal(std::string_view bytes) {
   std::string out = "\"";
@@ -110,7 +119,8 @@ class Converter {
     }
     if (!s.is_object()) return Fail(ptr, "a schema must be an object or a boolean");
     for (const auto& [k, v] : s.items()) {
-      if (Refused().contains(k)) return Fail(ptr + "/" + k, "keyword '" + k + "' is not supported");
+      if (Refused().contains(k))
+        return Fail(Cat(ptr, "/", k), Cat("keyword '", k, "' is not supported"));
     }
     if (s.contains("const")) return Literal(s["const"].dump(-1, ' ', false));
     if (s.contains("enum")) return Enum(s["enum"], ptr + "/enum");
@@ -279,7 +289,7 @@ class Converter {
         auto v = Value(sub, ptr + "/properties/" + name, depth + 1);
         if (!v) return v;
         const std::string key = Literal(Json(name).dump(-1, ' ', false));
-        kvs.emplace_back(NewRule(key + " ws \":\" ws " + *v), required.erase(name) > 0);
+        kvs.emplace_back(NewRule(Cat(key, " ws \":\" ws ", *v)), required.erase(name) > 0);
       }
     }
     if (!required.empty()) {
@@ -290,9 +300,9 @@ class Converter {
     std::string tail = "\"\"", first = "\"\"";
     for (size_t i = kvs.size(); i-- > 0;) {
       const auto& [kv, req] = kvs[i];
-      const std::string t =
-          NewRule(req ? "ws \",\" ws " + kv + " " + tail : "( ws \",\" ws " + kv + " )? " + tail);
-      const std::string f = NewRule(req ? kv + " " + tail : kv + " " + tail + " | " + first);
+      const std::string t = NewRule(req ? Cat("ws \",\" ws ", kv, " ", tail)
+                                        : Cat("( ws \",\" ws ", kv, " )? ", tail));
+      const std::string f = NewRule(req ? Cat(kv, " ", tail) : Cat(kv, " ", tail, " | ", first));
       tail = t;
       first = f;
     }

@@ -343,10 +343,8 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
       o.so.context_length = static_cast<int32_t>(num);
     } else if (a == "--batch" && number()) {
       o.so.max_batch = static_cast<int32_t>(num);
-    } else if (a == "--schema" && has_value) {
-      o.constraint.schema_path = argv[++i];
-    } else if (a == "--grammar" && has_value) {
-      o.constraint.grammar_path = argv[++i];
+    } else if ((a == "--schema" || a == "--grammar") && has_value) {
+      (a == "--schema" ? o.constraint.schema_path : o.constraint.grammar_path) = argv[++i];
     } else if (a == "--chat") {
       o.chat.enabled = true;
     } else if (a == "--info") {

@@ -13,9 +13,13 @@
 
 #include "runtime/convert/synth.h"
 #include "runtime/engine/engine.h"
+#include "runtime/generate/generate.h"
+#include "runtime/generate/sampler.h"
 #include "runtime/grammar/json_schema.h"
 #include "runtime/grammar/token_constraint.h"
 #include "runtime/kernels/cpu_features.h"
+#include "runtime/model/model.h"
+#include "runtime/model/session.h"
 #include "tests/grammar/json_validator.h"
 #include "tests/runtime/engine_fixture.h"
 
@@ -165,6 +169,56 @@ TEST(ConstrainedGeneration, EveryOutputValidates) {
                 mc.name.c_str(), done, total, static_cast<long long>(hits),
                 static_cast<long long>(misses));
   }
+}
+
+// The reference loop (Generate over a Session, fp32) takes the same hook.
+TEST(ConstrainedGeneration, ReferenceGenerateLoop) {
+  const auto& mp = testing::Stories260K();
+  if (!mp.ok) GTEST_SKIP() << "stories260K not found (set ARI_MODELS_DIR)";
+  auto model = Model::Load(mp.plain);
+  ASSERT_TRUE(model.has_value()) << model.error().ToString();
+  SessionOptions so;
+  so.context_length = 512;
+  auto session = Session::Create(**model, so);
+  ASSERT_TRUE(session.has_value());
+  auto trie = TokenTrie::Build(*(*model)->tokenizer());
+  ASSERT_TRUE(trie.has_value());
+  for (const std::string& name : {std::string("media_command"), std::string("climate_setting")}) {
+    const std::string schema = Schema(name);
+    auto g = CompileJsonSchema(schema);
+    ASSERT_TRUE(g.has_value());
+    TokenConstraint c(*g, *trie);
+    for (float temp : {0.0f, 1.5f}) {
+      SamplingParams sp;
+      sp.temperature = temp;
+      sp.seed = 5;
+      sp.constraint = &c;
+      Sampler sampler((*model)->config().vocab_size, sp);
+      sampler.SetParams(sp);
+      (*session)->Reset();
+      GenerateOptions go;
+      go.max_tokens = 400;
+      auto r = GenerateFromText(**session, sampler, "Play some music:", EncodeOptions{}, go);
+      ASSERT_TRUE(r.has_value()) << r.error().ToString();
+      EXPECT_EQ(r->stop_reason, StopReason::kGrammarDone) << r->text;
+      EXPECT_EQ(testing::ValidateJson(r->text, schema), "") << name << " t=" << temp;
+    }
+  }
+  // A budget too small to finish: max_tokens, and the text is not valid.
+  const std::string schema = Schema("navigation_destination");
+  auto g = CompileJsonSchema(schema);
+  ASSERT_TRUE(g.has_value());
+  TokenConstraint c(*g, *trie);
+  SamplingParams sp;
+  sp.constraint = &c;
+  Sampler sampler((*model)->config().vocab_size, sp);
+  (*session)->Reset();
+  GenerateOptions go;
+  go.max_tokens = 5;
+  auto r = GenerateFromText(**session, sampler, "Go home:", EncodeOptions{}, go);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->stop_reason, StopReason::kMaxTokens);
+  EXPECT_NE(testing::ValidateJson(r->text, schema), "");
 }
 
 TEST(ConstrainedGeneration, GoldenAcrossRunsAndIsaTiers) {

@@ -170,7 +170,7 @@ TEST(JsonSchemaErrors, NameThePointerOrPosition) {
   EXPECT_NE(ErrorOf(R"({"type":"string","maxLength":100000})").find("'/maxLength'"),
             std::string::npos);
   std::string deep = R"({"type":"string"})";
-  for (int i = 0; i < 80; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+  for (int i = 0; i < 80; ++i) deep = Cat({R"({"type":"array","items":)", deep, "}"});
   EXPECT_NE(ErrorOf(deep).find("nested deeper than 64"), std::string::npos);
   GrammarLimits small;
   small.max_text_bytes = 10;

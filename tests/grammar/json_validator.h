@@ -69,8 +69,11 @@ inline std::string ValidateTyped(const nlohmann::json& v, const nlohmann::json& 
   if (v.is_object()) {
     const nlohmann::json props = s.value("properties", nlohmann::json::object());
     for (const auto& [k, sub] : v.items()) {
-      if (!props.contains(k)) return at + ": unexpected property " + k;
-      std::string e = ValidateValue(sub, props[k], at + "/" + k);
+      std::string where = at;
+      where += "/";
+      where += k;
+      if (!props.contains(k)) return where + ": unexpected property";
+      std::string e = ValidateValue(sub, props[k], where);
       if (!e.empty()) return e;
     }
     for (const auto& r : s.value("required", nlohmann::json::array())) {
