@@ -238,7 +238,7 @@ class Parser {
       ranges.push_back(Range{*lo, hi});
     }
     ++pos_;
-    auto e = b_.Class(std::move(ranges), negated, at);
+    auto e = b_.Class(ranges, negated, at);
     if (!e) return std::unexpected(e.error());
     return Seq{*e};
   }

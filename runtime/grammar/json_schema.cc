@@ -286,7 +286,7 @@ class Converter {
       const Json& props = s["properties"];
       if (!props.is_object()) return Fail(ptr + "/properties", "must be an object");
       for (const auto& [name, sub] : props.items()) {
-        auto v = Value(sub, ptr + "/properties/" + name, depth + 1);
+        auto v = Value(sub, Cat(ptr, "/properties/", name), depth + 1);
         if (!v) return v;
         const std::string key = Literal(Json(name).dump(-1, ' ', false));
         kvs.emplace_back(NewRule(Cat(key, " ws \":\" ws ", *v)), required.erase(name) > 0);

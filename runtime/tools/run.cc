@@ -102,6 +102,10 @@ struct ConstraintArgs {
 // the compiled grammar, the tokenizer's trie, the matcher and mask buffers.
 rt::Result<std::unique_ptr<rt::TokenConstraint>> MakeConstraint(const ConstraintArgs& c,
                                                                 const rt::Tokenizer& tok) {
+  if (!c.schema_path.empty() && !c.grammar_path.empty()) {
+    return rt::MakeError(rt::ErrorCode::kInvalidArgument,
+                         "--schema and --grammar exclude each other");
+  }
   const std::string& path = c.schema_path.empty() ? c.grammar_path : c.schema_path;
   if (path.empty()) return std::unique_ptr<rt::TokenConstraint>();
   std::ifstream in(path, std::ios::binary);
@@ -390,9 +394,6 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
   if (o.gen.max_tokens < 0) return Fail("-n must be >= 0");
   if (!o.chat.enabled && (!o.chat.system.empty() || !o.chat.turns.empty())) {
     return Fail("--system and --turn need --chat");
-  }
-  if (!o.constraint.schema_path.empty() && !o.constraint.grammar_path.empty()) {
-    return Fail("--schema and --grammar exclude each other");
   }
   return std::nullopt;
 }
