@@ -71,6 +71,8 @@ class CompiledGrammar {
   bool ClassMatches(uint32_t cls, uint32_t cp) const;
   // Whether class `cls` holds any code point in [lo, hi] (prunes partial UTF-8).
   bool ClassIntersects(uint32_t cls, uint32_t lo, uint32_t hi) const;
+  // Whether class `cls` holds every code point of [lo, hi].
+  bool ClassCovers(uint32_t cls, uint32_t lo, uint32_t hi) const;
 
   // Text form of the compiled grammar (one line per rule; for tests and debugging).
   std::string ToString() const;

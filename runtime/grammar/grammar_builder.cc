@@ -228,6 +228,23 @@ bool CompiledGrammar::ClassIntersects(uint32_t cls, uint32_t lo, uint32_t hi) co
   return next <= hi;
 }
 
+bool CompiledGrammar::ClassCovers(uint32_t cls, uint32_t lo, uint32_t hi) const {
+  const CharClass& c = classes_[cls];
+  if (c.negated) {
+    for (uint32_t i = c.range_begin; i < c.range_end; ++i) {
+      if (ranges_[i].lo <= hi && ranges_[i].hi >= lo) return false;
+    }
+    return true;
+  }
+  uint32_t next = lo;  // ranges sorted by lo: extend the covered prefix [lo, next)
+  for (uint32_t i = c.range_begin; i < c.range_end; ++i) {
+    if (ranges_[i].lo > next) break;
+    if (ranges_[i].hi >= next) next = ranges_[i].hi + 1;
+    if (next > hi) return true;
+  }
+  return false;
+}
+
 std::string CompiledGrammar::ToString() const {
   std::string out;
   for (size_t r = 0; r < rule_alts_.size(); ++r) {

@@ -241,6 +241,26 @@ int32_t GrammarMatcher::StateKey(std::span<uint32_t> out) const {
   return static_cast<int32_t>(n);
 }
 
+bool GrammarMatcher::UniformOverPlain() const {
+  // The plain characters as ranges (IsPlainCodePoint).
+  static constexpr uint32_t kPlain[4][2] = {
+      {0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0xD7FF}, {0xE000, 0x10FFFF}};
+  const Frame& f = frames_.back();
+  if (f.remaining != 0) return false;
+  const auto& el = g_->elements();
+  for (uint32_t i = f.tops_begin; i < f.tops_end; ++i) {
+    if (tops_[i] < 0) continue;
+    const uint32_t cls = el[nodes_[static_cast<size_t>(tops_[i])].pos].value;
+    bool all = true, none = true;
+    for (const auto& r : kPlain) {
+      all = all && g_->ClassCovers(cls, r[0], r[1]);
+      none = none && !g_->ClassIntersects(cls, r[0], r[1]);
+    }
+    if (!all && !none) return false;
+  }
+  return true;
+}
+
 bool GrammarMatcher::IsAccepting() const {
   const Frame& f = frames_.back();
   if (f.remaining != 0) return false;

@@ -58,6 +58,9 @@ class GrammarMatcher {
   // partial character) into `out`; returns its length, or -1 when it does not fit. Two
   // states with the same key accept the same continuations (the mask cache's key).
   int32_t StateKey(std::span<uint32_t> out) const;
+  // No partial character, and every stack's class holds either every plain character
+  // (TokenTrie::IsPlainCodePoint) or none: then any plain character leads to the same state.
+  bool UniformOverPlain() const;
   int64_t dropped_paths() const { return dropped_; }
   const CompiledGrammar& grammar() const { return *g_; }
 

@@ -30,7 +30,7 @@ TokenConstraint::TokenConstraint(std::shared_ptr<const CompiledGrammar> grammar,
 void TokenConstraint::WalkCached() {
   const int32_t len = cache_.empty() ? -1 : matcher_.StateKey(key_);
   if (len < 0) {
-    Walk(0);
+    WalkAll();
     return;
   }
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the key words
@@ -53,7 +53,7 @@ void TokenConstraint::WalkCached() {
   }
   ++misses_;
   pushes_ = 0;
-  Walk(0);
+  WalkAll();
   if (pushes_ < kCacheMinPushes) return;  // cheap to walk again: keep the entries for others
   std::copy(key_.begin(), key_.begin() + len, victim->key.begin());
   victim->key_len = len;
@@ -73,9 +73,39 @@ void TokenConstraint::Reset() {
   complete_ = dead_end_ = false;
 }
 
-void TokenConstraint::Walk(uint32_t node) {
-  const auto& nodes = trie_->nodes();
-  const auto& toks = trie_->tokens();
+int32_t TokenConstraint::PlainRun() {
+  int32_t k = 0;
+  int32_t result = -1;
+  while (true) {
+    if (!matcher_.UniformOverPlain()) break;                         // result stays -1
+    if (k == trie_->max_plain_chars() || !matcher_.PushByte('a')) {  // 'a' stands for all
+      result = k;
+      break;
+    }
+    ++k;
+  }
+  for (int32_t i = 0; i < k; ++i) matcher_.PopFrame();
+  return result;
+}
+
+void TokenConstraint::WalkAll() {
+  const TokenTrie* others = trie_->others();
+  const int32_t k = others != nullptr ? PlainRun() : -1;
+  if (k < 0) {
+    Walk(*trie_, 0);
+    return;
+  }
+  const auto& plain = trie_->plain_tokens();
+  const int32_t n = trie_->plain_upto(k);
+  for (int32_t i = 0; i < n; ++i) allowed_[static_cast<size_t>(plain[static_cast<size_t>(i)])] = 1;
+  count_ += n;
+  pushes_ += n;  // what the walk would have tried, at least: the cache keeps such masks
+  Walk(*others, 0);
+}
+
+void TokenConstraint::Walk(const TokenTrie& trie, uint32_t node) {
+  const auto& nodes = trie.nodes();
+  const auto& toks = trie.tokens();
   const TokenTrie::Node& n = nodes[node];
   for (uint32_t c = n.child_begin; c < n.child_end; ++c) {
     const TokenTrie::Node& child = nodes[c];
@@ -85,7 +115,7 @@ void TokenConstraint::Walk(uint32_t node) {
       allowed_[static_cast<size_t>(toks[t])] = 1;
     }
     count_ += static_cast<int32_t>(child.token_end - child.token_begin);
-    if (child.child_begin != child.child_end) Walk(c);
+    if (child.child_begin != child.child_end) Walk(trie, c);
     matcher_.PopFrame();
   }
 }

@@ -73,7 +73,12 @@ class TokenConstraint {
     uint64_t hash = 0, last_used = 0;
     int32_t count = 0;
   };
-  void Walk(uint32_t node);
+  void Walk(const TokenTrie& trie, uint32_t node);
+  // The mask of the current state by the plain fast path (see token_trie.h), or the whole
+  // trie walk when the state is not uniform over plain characters.
+  void WalkAll();
+  // How many plain characters the state takes in a row, or -1 (not uniform all along).
+  int32_t PlainRun();
   // The trie walk's mask for the current state, from the cache when there.
   void WalkCached();
 

@@ -27,8 +27,36 @@ Result<std::shared_ptr<const TokenTrie>> TokenTrie::Build(const Tokenizer& tok) 
   return FromPieces(pieces, eog);
 }
 
+namespace {
+
+// Characters of `s` when it is whole UTF-8 characters, all plain; else -1.
+int32_t PlainChars(std::string_view s) {
+  int32_t n = 0;
+  for (size_t i = 0; i < s.size(); ++n) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    const size_t len = b < 0x80                   ? 1
+                       : (b >= 0xC2 && b <= 0xDF) ? 2
+                       : (b >= 0xE0 && b <= 0xEF) ? 3
+                       : (b >= 0xF0 && b <= 0xF4) ? 4
+                                                  : 0;
+    if (len == 0 || i + len > s.size()) return -1;
+    uint32_t cp = len == 1 ? b : b & (0x7Fu >> len);
+    for (size_t j = 1; j < len; ++j) {
+      const auto c = static_cast<uint8_t>(s[i + j]);
+      if ((c & 0xC0) != 0x80) return -1;
+      cp = (cp << 6) | (c & 0x3Fu);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || !TokenTrie::IsPlainCodePoint(cp)) return -1;
+    i += len;
+  }
+  return s.empty() ? -1 : n;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const TokenTrie>> TokenTrie::FromPieces(
-    const std::vector<std::string>& pieces, const std::vector<TokenId>& eog) {
+    const std::vector<std::string>& pieces, const std::vector<TokenId>& eog, bool split_plain) {
   auto t = std::make_shared<TokenTrie>();
   t->vocab_size_ = static_cast<int32_t>(pieces.size());
   t->is_eog_.assign(pieces.size(), 0);
@@ -53,6 +81,30 @@ Result<std::shared_ptr<const TokenTrie>> TokenTrie::FromPieces(
                    [&](TokenId a, TokenId b) { return t->Piece(a) < t->Piece(b); });
   t->nodes_.push_back(Node{});
   t->BuildNode(0, sorted, 0, sorted.size(), 0);
+  if (split_plain) {
+    std::vector<std::pair<int32_t, TokenId>> plain;
+    std::vector<std::string> rest(pieces.size());
+    for (TokenId id : sorted) {
+      const int32_t n = PlainChars(t->Piece(id));
+      if (n > 0) {
+        plain.emplace_back(n, id);
+      } else {
+        rest[static_cast<size_t>(id)] = std::string(t->Piece(id));
+      }
+    }
+    std::stable_sort(plain.begin(), plain.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    t->max_plain_chars_ = plain.empty() ? 0 : plain.back().first;
+    t->plain_upto_.assign(static_cast<size_t>(t->max_plain_chars_) + 1, 0);
+    for (const auto& [n, id] : plain) {
+      t->plain_.push_back(id);
+      ++t->plain_upto_[static_cast<size_t>(n)];
+    }
+    for (size_t k = 1; k < t->plain_upto_.size(); ++k) t->plain_upto_[k] += t->plain_upto_[k - 1];
+    auto others = FromPieces(rest, {}, false);
+    if (!others) return std::unexpected(others.error());
+    t->others_ = *others;
+  }
   return std::shared_ptr<const TokenTrie>(std::move(t));
 }
 

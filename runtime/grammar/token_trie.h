@@ -3,6 +3,7 @@
 // matching work and a dead prefix skips its whole subtree.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,7 +30,8 @@ class TokenTrie {
   static Result<std::shared_ptr<const TokenTrie>> Build(const Tokenizer& tok);
   // The same from explicit pieces (tests); `eog` lists the end-of-generation ids.
   static Result<std::shared_ptr<const TokenTrie>> FromPieces(const std::vector<std::string>& pieces,
-                                                             const std::vector<TokenId>& eog);
+                                                             const std::vector<TokenId>& eog,
+                                                             bool split_plain = true);
 
   const std::vector<Node>& nodes() const { return nodes_; }  // [0] is the root
   const std::vector<TokenId>& tokens() const { return tokens_; }
@@ -40,6 +42,23 @@ class TokenTrie {
   std::string_view Piece(TokenId id) const;
   int32_t vocab_size() const { return vocab_size_; }
   int32_t max_depth() const { return max_depth_; }  // longest piece, bytes
+
+  // Plain tokens: pieces of whole UTF-8 characters, all "plain" (kPlain*: not '"', '\',
+  // a control character below U+0020 or a surrogate), the characters of JSON string
+  // content. A grammar state that treats every plain character alike accepts a plain token
+  // by its character count alone (TokenConstraint's fast path).
+  static bool IsPlainCodePoint(uint32_t cp) {
+    return cp >= 0x20 && cp != '"' && cp != '\\' && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+  }
+  // Plain token ids sorted by character count; the first plain_upto(k) have <= k chars.
+  const std::vector<TokenId>& plain_tokens() const { return plain_; }
+  int32_t plain_upto(int32_t k) const {
+    if (plain_upto_.empty() || k < 0) return 0;
+    return plain_upto_[static_cast<size_t>(std::min<int32_t>(k, max_plain_chars_))];
+  }
+  int32_t max_plain_chars() const { return max_plain_chars_; }
+  // The trie of every other (non-plain, non-EOG) token; nullptr inside that trie itself.
+  const TokenTrie* others() const { return others_.get(); }
 
  private:
   void BuildNode(uint32_t node, const std::vector<TokenId>& sorted, size_t lo, size_t hi,
@@ -53,6 +72,10 @@ class TokenTrie {
   std::vector<uint32_t> offsets_;  // piece of id i: bytes_[offsets_[i], offsets_[i+1])
   int32_t vocab_size_ = 0;
   int32_t max_depth_ = 0;
+  std::vector<TokenId> plain_;
+  std::vector<int32_t> plain_upto_;  // [k]: plain tokens with <= k characters
+  int32_t max_plain_chars_ = 0;
+  std::shared_ptr<const TokenTrie> others_;
 };
 
 }  // namespace ari::runtime

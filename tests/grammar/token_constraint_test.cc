@@ -112,6 +112,25 @@ TEST(TokenConstraint, TokensSpanElementsAndSplitCharacters) {
   for (uint32_t seed = 0; seed < 50; ++seed) WalkAndCompare(g, *t, seed, 40, true);
 }
 
+// The plain-token fast path (states uniform over plain characters take plain tokens by
+// character count) against the brute force, also where uniformity ends mid-token.
+TEST(TokenConstraint, PlainFastPathMatchesTheBruteForce) {
+  std::vector<std::string> pieces = {
+      "\"",   "a",  "ab",  "abc", "abcd", "abcdefgh", "\xC3\xA9", "\xC3\xA9x", "\xE2\x82",
+      "\xAC", "\\", "\\n", "x\"", "Z9",   " ",        "\n",       "<eos>"};
+  auto t = TokenTrie::FromPieces(pieces, {16});
+  ASSERT_TRUE(t.has_value());
+  EXPECT_GT((*t)->plain_tokens().size(), 5u);
+  ASSERT_NE((*t)->others(), nullptr);
+  for (const char* g : {R"(root ::= "\"" [^"\\]{0,3} [a-z]* "\"")",
+                        R"(root ::= "\"" ( [^"\\] | "\\" [n"] ){0,6} "\"")",
+                        R"(root ::= .{2,5} "\"")", R"(root ::= [^"\\\x00-\x1F]* "\"" "a"?)"}) {
+    auto cg = Grammar(g);
+    ASSERT_NE(cg, nullptr) << g;
+    for (uint32_t seed = 0; seed < 40; ++seed) WalkAndCompare(cg, *t, seed, 20, false);
+  }
+}
+
 TEST(TokenConstraint, EogOnlyWhereTheGrammarMayEnd) {
   auto g = Grammar(R"(root ::= [0-9]+)");
   auto t = TokenTrie::FromPieces({"1", "23", "a", "<eos>"}, {3});
