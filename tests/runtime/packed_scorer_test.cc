@@ -184,6 +184,7 @@ TEST_F(PackedStories, WrongKindOfFileIsRefused) {
   auto on_pack = ComputePerplexity(*pack_, eval_, Window256());
   ASSERT_FALSE(on_pack);
   EXPECT_EQ(on_pack.error().code, ErrorCode::kFormat);
+  EXPECT_FALSE(CalibrateLayerImportance(*pack_, eval_, CalibrationOptions{256}));
   auto sc = PackedScorer::Create(*plain_, {});
   ASSERT_FALSE(sc);
   EXPECT_EQ(sc.error().code, ErrorCode::kFormat);
