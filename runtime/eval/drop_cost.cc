@@ -156,8 +156,9 @@ std::string DropCostResult::ToCostJson(bool raw) const {
   char b[256];
   std::snprintf(b, sizeof(b),
                 "{\"layers\": %d, \"source\": \"ari-dropcost -m %s --precision %s -t %d -p %d -n "
-                "%d -r %d (%s)\", ",
+                "%d -r %d --max-level %d (%s)\", ",
                 layers, model.c_str(), precision.c_str(), threads, prompt_tokens, n_gen, reps,
+                levels.empty() ? 0 : levels.back().drop,
                 raw ? "per-level medians" : "least-squares line over the levels");
   std::string s = b;
   auto list = [&](bool prefill) {
