@@ -41,6 +41,8 @@
 
 namespace ari::sim {
 
+struct QualityTable;
+
 // Model mode: one simulated chunk (ReplayOptions::on_chunk).
 struct ChunkTrace {
   double t_s = 0;  // start, virtual seconds
@@ -70,6 +72,10 @@ struct ReplayOptions {
   // Prompt length in tokens; null: ceil(bytes / 4) + 8 (ari-sim --tokenizer MODEL.gguf
   // counts with the model's own tokenizer, as ari-node does).
   std::function<int(const std::string& prompt)> prompt_tokens;
+  // The model's measured quality (ari-ppl --json; sim/quality_table.h): quality_loss is
+  // then the mean per-token loss of the (precision, drop) each token ran at. Null: the
+  // proxy (share of W4A8 tokens + 0.1 x mean layers dropped). Not owned.
+  const QualityTable* quality = nullptr;
 };
 
 struct DecisionRecord {  // one entry in a request's history or the global timeline
@@ -144,7 +150,10 @@ struct ReplaySummary {
   // cap was in force, and compute time of chunks the cap slowed (factor > 1).
   std::array<double, 2> cap_time_s{};
   std::array<double, 2> capped_busy_s{};
-  double quality_loss = 0;  // share of tokens at W4A8 + 0.1 x mean dropped layers per token
+  // [W8A16, W4A8][layers dropped]: tokens computed at that precision and drop level.
+  std::array<std::vector<int64_t>, 2> precision_drop_tokens;
+  // Per token: ReplayOptions::quality's loss, else share at W4A8 + 0.1 x mean layers dropped.
+  double quality_loss = 0;
   int64_t chunks = 0;
   double wall_s = 0;  // real time the replay took (not deterministic; not in JSON by default)
 };

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "runtime/engine/engine.h"
+#include "runtime/eval/packed_scorer.h"
+#include "runtime/model/model.h"
+#include "runtime/model/pack_file.h"
 #include "tests/common/counting_allocator.h"
 #include "tests/runtime/engine_fixture.h"
 
@@ -116,6 +119,44 @@ TEST(EngineAlloc, NoHeapAllocationAfterWarmUp) {
     EXPECT_EQ(allocations.count(), 0) << path;
   }
   (void)kernels::SetMaxIsaTier(kernels::BestIsaTier());
+}
+
+}  // namespace
+}  // namespace ari::runtime
+
+namespace ari::runtime {
+namespace {
+
+// PackedScorer::Score (ari-ppl's packed path): no allocation after Create, at both packed
+// precisions, with and without dropped blocks, for windows of every length up to its own.
+TEST(EngineAlloc, PackedScorerScoresWithoutAllocation) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  PackOptions po;
+  po.layer_importance = {0.3f, 0.2f, 0.1f, 0.15f, 0.3f};
+  const auto& mp = testing::Stories260K(po, "s260k-imp");
+  ASSERT_TRUE(mp.ok);
+  auto m = Model::Load(mp.pack);
+  ASSERT_TRUE(m);
+  ScorerOptions so;
+  so.window = 32;
+  so.threads = 2;
+  auto sc = PackedScorer::Create(**m, so);
+  ASSERT_TRUE(sc) << sc.error().ToString();
+  std::vector<TokenId> toks(32);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<TokenId>(1 + (i * 37) % 500);
+  for (int32_t level : {0, 2}) {
+    ASSERT_TRUE((*sc)->SetDropLevel(level));
+    ASSERT_TRUE((*sc)->Score(toks, kernels::PackedPrecision::kW8));  // warm-up
+    testing::CountAllocations allocations;
+    for (auto p : {kernels::PackedPrecision::kW8, kernels::PackedPrecision::kW4}) {
+      for (size_t n : {size_t{1}, size_t{7}, size_t{32}}) {
+        auto r = (*sc)->Score(std::span<const TokenId>(toks).first(n), p);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->size(), n * static_cast<size_t>((*m)->config().vocab_size));
+      }
+    }
+    EXPECT_EQ(allocations.count(), 0) << "drop level " << level;
+  }
 }
 
 }  // namespace
