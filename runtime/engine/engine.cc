@@ -94,6 +94,9 @@ class EngineImpl final : public Engine {
   }
   uint64_t WeightBytesPerToken(Precision p) const override;
   uint64_t PoolDispatches() const override { return pool_->runs(); }
+  EngineCounters Counters() const override {
+    return EngineCounters{pin_failures_, cpu_mask_refusals_, isa_refusals_};
+  }
 
  private:
   void ApplyKnobs(const ChunkKnobs& k, ChunkResult& r);
@@ -108,6 +111,8 @@ class EngineImpl final : public Engine {
   void SetUpPrefetch(LayerPrefetch mode);
   // The last token's logits, in the engine's own buffers (Emit samples them in place).
   Result<float*> Forward(Slot& s, int32_t n, Precision p);
+  // The chunk's work once knobs and affinity are applied (RunChunk brackets it).
+  Result<void> Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& r);
   // Samples from logits, appends the token; returns true when the turn finished.
   bool Emit(Slot& s, float* logits, bool greedy, ChunkResult& r);
 
@@ -125,6 +130,9 @@ class EngineImpl final : public Engine {
   int32_t drop_level_ = 0;
   uint8_t* drop_mask_ = nullptr;
   std::optional<PagingAdvisor> prefetch_[2];  // [precision index] packed layer regions
+  uint64_t pin_failures_ = 0;                 // sum of ChunkResult::pin_failures
+  uint64_t cpu_mask_refusals_ = 0;            // chunks whose cpu_mask the pool refused (any worker)
+  uint64_t isa_refusals_ = 0;                 // chunks whose max_isa could not be applied
 };
 
 Result<void> EngineImpl::Init(const EngineOptions& o) {
@@ -321,9 +329,12 @@ uint64_t EngineImpl::WeightBytesPerToken(Precision p) const {
 }
 
 void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
-  // A tier of the other family is ignored (checked first: building its error allocates).
-  if (kernels::IsaTierInFamily(k.max_isa)) (void)kernels::SetMaxIsaTier(k.max_isa);
-  if (k.cpu_mask != 0) (void)pool_->SetCpuMask(k.cpu_mask);  // failures: see Pinning()
+  // A tier of the other family is refused without building its error (that allocates).
+  r.isa_refused =
+      !kernels::IsaTierInFamily(k.max_isa) || !kernels::SetMaxIsaTier(k.max_isa).has_value();
+  // A refused re-pin is counted per worker (pool_->pin_failures(), in RunChunk) and named
+  // by Pinning(); the chunk still runs, wherever the OS lets the workers run.
+  if (k.cpu_mask != 0 && !pool_->SetCpuMask(k.cpu_mask)) ++cpu_mask_refusals_;
   if (k.threads > 0) threads_ = std::min(k.threads, pool_->max_participants());
   const int32_t n_layers = model_->config().n_layers;
   const int32_t want = packed_ && !packed_->layer_importance.empty()
@@ -447,7 +458,28 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   const auto t0 = std::chrono::steady_clock::now();
   ChunkResult r;
   ApplyKnobs(knobs, r);
-  if (auto kv = ApplyKv(s, knobs.kv_type, r); !kv) return std::unexpected(kv.error());
+  // The calling thread computes too (participant 0, and all of a threads = 1 chunk): it
+  // runs the chunk on the chunk's CPU set and gets its own affinity back afterwards.
+  const bool caller_pinned = pool_->PinCaller().has_value();
+  r.pin_failures = pool_->pin_failures() + (caller_pinned ? 0 : 1);
+  pool_->NoteCallerCpu();
+  const Result<void> ran = Compute(s, knobs, r);
+  pool_->NoteCallerCpu();
+  const ThreadPool::Observed seen = pool_->TakeObserved();
+  if (!pool_->RestoreCaller()) ++r.pin_failures;
+  r.cpus_ran = seen.cpus;
+  r.threads_ran = seen.participants;
+  pin_failures_ += static_cast<uint64_t>(r.pin_failures);
+  isa_refusals_ += r.isa_refused ? 1 : 0;
+  if (!ran) return std::unexpected(ran.error());
+  r.compute_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  return r;
+}
+
+Result<void> EngineImpl::Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& r) {
+  if (auto kv = ApplyKv(s, knobs.kv_type, r); !kv) return kv;
   s.out_cap = knobs.output_cap;
   s.text.clear();
   const int32_t first = s.generated;
@@ -456,7 +488,7 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
     s.finished = r.finished = true;
     r.stop_reason = StopReason::kMaxTokens;
     r.text = s.text;
-    return r;
+    return {};
   }
   r.context_shrunk = Shrink(s, knobs.context_cap);
   const bool greedy = knobs.greedy_only;
@@ -483,10 +515,7 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   }
   r.tokens = std::span<const TokenId>(s.out + first, static_cast<size_t>(s.generated - first));
   r.text = s.text;
-  r.compute_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
-  return r;
+  return {};
 }
 
 }  // namespace
