@@ -48,6 +48,7 @@ void Node::PublishStatus(ari_NodeState state) {
   s.tokens_per_s = tokens_per_s_;
   const std::string pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
   dds::CopyFixed(pack, s.pack);
+  s.can_switch_precision = engine_->has_pack();
   (void)transport_->PublishStatus(s);
 }
 

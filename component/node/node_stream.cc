@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "component/node/chunk_trace.h"
 #include "component/node/node.h"
 #include "component/node/node_log.h"
 #include "runtime/core/utf8.h"
@@ -281,11 +282,14 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
       c.n_tokens = static_cast<uint32_t>(ntok);
       c.timing = timing;
       dds::CopyFixed(std::string_view(decision).substr(0, sizeof c.decision - 1), c.decision);
+      FillChunkTrace(ev, c);
     });
     text.remove_prefix(cut);
     tok += ntok;
     ++published;
   }
+  Log("chunk %s #%u: %zu tokens, %.2f ms | %s", rid.c_str(), seq, ev.tokens.size(),
+      static_cast<double>(ev.compute_ns) * 1e-6, FormatChunkTrace(ev).c_str());
   std::lock_guard<std::mutex> l(mu_);
   if (auto it = live_.find(ev.id); it != live_.end()) it->second.seq = seq + published;
 }
@@ -336,8 +340,10 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
 void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
   char knobs[160];
   qos::FormatKnobs(d.knobs, knobs, sizeof knobs);
-  std::string text =
-      d.idle ? std::string("idle") : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs;
+  // A plain GGUF has no precision to switch: the text does not claim one.
+  const std::string text = ShownDecision(
+      d.idle ? std::string("idle") : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs,
+      engine_->has_pack());
   std::string reason(d.Reason());
   {
     std::lock_guard<std::mutex> l(mu_);
