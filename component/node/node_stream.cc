@@ -344,7 +344,7 @@ void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
   const std::string text = ShownDecision(
       d.idle ? std::string("idle") : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs,
       engine_->has_pack());
-  std::string reason(d.Reason());
+  const std::string reason = ShownDecision(std::string(d.Reason()), engine_->has_pack());
   {
     std::lock_guard<std::mutex> l(mu_);
     if (text == decision_text_ && reason == reason_text_) return;
@@ -361,29 +361,29 @@ void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
 
 void Node::OnFallback(const qos::FallbackEvent& ev) {
   const std::string fb = fallback_ ? fallback_->name() : "?";
+  const std::string why = ShownDecision(std::string(ev.reason), engine_->has_pack());
   std::string model;
   switch (ev.kind) {
     case qos::FallbackEventKind::kEngaged:
       Log("memory ladder: new requests -> fallback model %s (%s; %d running on it) | %.*s",
           fb.c_str(), ev.mapped_now ? "mapped now" : "still mapped", ev.running,
-          static_cast<int>(ev.reason.size()), ev.reason.data());
+          static_cast<int>(why.size()), why.data());
       model = fb + " (fallback; main " + model_name_ + ")";
       break;
     case qos::FallbackEventKind::kFailed:
       Log("memory ladder: fallback model unusable, new requests stay on %s: %.*s",
-          model_name_.c_str(), static_cast<int>(ev.reason.size()), ev.reason.data());
+          model_name_.c_str(), static_cast<int>(why.size()), why.data());
       model = model_name_;
       break;
     case qos::FallbackEventKind::kDisengaged:
       Log("memory ladder: pressure gone, new requests -> main model %s (%d still running on "
           "fallback %s) | %.*s",
-          model_name_.c_str(), ev.running, fb.c_str(), static_cast<int>(ev.reason.size()),
-          ev.reason.data());
+          model_name_.c_str(), ev.running, fb.c_str(), static_cast<int>(why.size()), why.data());
       model = model_name_ + (ev.running > 0 ? " (fallback " + fb + " draining)" : "");
       break;
     case qos::FallbackEventKind::kReleased:
       Log("memory ladder: fallback model %s unmapped (idle) | %.*s", fb.c_str(),
-          static_cast<int>(ev.reason.size()), ev.reason.data());
+          static_cast<int>(why.size()), why.data());
       model = model_name_;
       break;
   }
