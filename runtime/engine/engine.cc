@@ -359,7 +359,8 @@ void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
   r.precision = !packed_                               ? Precision::kReference
                 : k.precision == Precision::kReference ? Precision::kW8A16
                                                        : k.precision;
-  r.isa = kernels::ActiveIsaTier();
+  // The reference forward pass is plain C++: it dispatches to no ISA kernels.
+  r.isa = packed_ ? kernels::ActiveIsaTier() : kernels::IsaTier::kScalar;
   r.threads = packed_ ? threads_ : 1;
   r.layers_dropped = packed_ ? drop_level_ : 0;
 }

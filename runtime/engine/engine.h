@@ -100,6 +100,7 @@ struct ChunkResult {
   // What actually ran (knobs as applied, next to ChunkKnobs, what was asked):
   Precision precision = Precision::kReference;       // kReference: plain GGUF, fp32 reference path
   kernels::IsaTier isa = kernels::IsaTier::kScalar;  // tier the kernels dispatched to
+                                                     // (reference path: kScalar)
   int32_t threads = 1;  // participants the chunk's dispatches were given (reference path: 1)
   // Observed from inside the compute: the union of sched_getcpu() of every participant of
   // every pool dispatch of this chunk and of the calling thread at the chunk's start and
