@@ -83,6 +83,21 @@ void PrintStatus(const ari_NodeStatus& s) {
   std::fflush(stdout);
 }
 
+// `ask --chunks`: one line per chunk (wall-clock time of day, so the lines of several
+// ari-cli processes can be merged), then what ran next to what was decided
+// (docs/interface.md, "What ran").
+void PrintChunkLine(const ari_TokenChunk& c, const std::string& tag) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+  std::string text(c.text, c.text_len);
+  for (size_t k = 0; (k = text.find('\n', k)) != std::string::npos; k += 2) {
+    text.replace(k, 1, "\\n");
+  }
+  std::printf("%02lld:%02lld:%02lld.%03lld %-8s #%-3u %s\n    [%s]\n", (ms / 3600000) % 24,
+              (ms / 60000) % 60, (ms / 1000) % 60, ms % 1000, tag.c_str(), c.sequence_number,
+              text.c_str(), ChunkTraceText(c).c_str());
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: ari-cli [--domain N] [--config XML] [--client NAME] COMMAND\n"
@@ -145,17 +160,7 @@ int Ask(Client& client, std::vector<std::string>& args) {
   auto sum = stream->Wait([&](const ari_TokenChunk& c) {
     if (c.terminal) return;
     if (chunks) {
-      // Wall-clock time of day, so the lines of several ari-cli processes can be merged.
-      const auto now = std::chrono::system_clock::now().time_since_epoch();
-      const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
-      std::string text(c.text, c.text_len);
-      for (size_t k = 0; (k = text.find('\n', k)) != std::string::npos; k += 2) {
-        text.replace(k, 1, "\\n");
-      }
-      // What ran for this chunk, next to what was decided (docs/interface.md, "What ran").
-      std::printf("%02lld:%02lld:%02lld.%03lld %-8s #%-3u %s\n    [%s]\n", (ms / 3600000) % 24,
-                  (ms / 60000) % 60, (ms / 1000) % 60, ms % 1000, tag.c_str(), c.sequence_number,
-                  text.c_str(), ChunkTraceText(c).c_str());
+      PrintChunkLine(c, tag);
     } else {
       std::fwrite(c.text, 1, c.text_len, stdout);
     }
