@@ -108,7 +108,6 @@ class EngineImpl final : public Engine {
   // and cut into the forward pass's workspace, the slots and the layer drop mask.
   Result<void> LoadModel(const EngineOptions& o);
   Result<void> CarveArena(const EngineOptions& o, const ArenaLayout& a);
-  void SetUpPrefetch(LayerPrefetch mode);
   // The last token's logits, in the engine's own buffers (Emit samples them in place).
   Result<float*> Forward(Slot& s, int32_t n, Precision p);
   // The chunk's work once knobs and affinity are applied (RunChunk brackets it).
@@ -164,7 +163,9 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
       PlanArena(c, o, ctx_, participants, align_, packed_.has_value(), plan_);
   plan_.model_file_bytes = model_->file().bytes().size();
   if (auto r = CarveArena(o, layout); !r) return r;
-  if (packed_) SetUpPrefetch(o.layer_prefetch);
+  if (packed_ && PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_)) {
+    ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
+  }
   // The token embedding is read row by row from the mapping: MADV_RANDOM keeps a row's
   // fault from reading the table around it (docs/memory.md, "Disk embedding").
   if (auto adv = PagingAdvisor(model_->file()).AdviseEmbedding(); !adv) {
@@ -232,50 +233,6 @@ Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a
   std::fill(drop_mask_, drop_mask_ + c.n_layers, uint8_t{0});
   if (ref_bytes) plan_.parts.push_back({"reference sessions (own arenas)", ref_bytes});
   return {};
-}
-
-void EngineImpl::SetUpPrefetch(LayerPrefetch mode) {
-  const GgufFile& f = model_->file();
-  uint64_t resident = 0, total = 0;
-  for (int pi = 0; pi < 2; ++pi) {
-    const auto prec = pi == 0 ? kernels::PackedPrecision::kW8 : kernels::PackedPrecision::kW4;
-    ModelRegions regions;
-    regions.file = ByteRange{reinterpret_cast<uintptr_t>(f.bytes().data()), f.bytes().size()};
-    for (const PackedLayer& L : packed_->layers[static_cast<size_t>(PrecisionIndex(prec))]) {
-      std::vector<ByteRange> ranges;
-      for (const kernels::PackedMatrix* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-        ranges.push_back({reinterpret_cast<uintptr_t>(m->data),
-                          static_cast<size_t>(kernels::PackedBytes(prec, m->rows, m->cols))});
-      }
-      regions.layers.push_back(MergeRanges(std::move(ranges)));
-    }
-    // Residency is sampled (one page per MiB): mincore over every page of both
-    // precisions cost ~67 ms of time to ready on a 1.1B pack; the sample costs ~1 ms.
-    const uint64_t page = PageSize();
-    constexpr uint64_t kSampleStride = 1u << 20;
-    for (const auto& layer : regions.layers) {
-      for (const ByteRange& br : layer) {
-        for (uint64_t off = 0; off < br.size; off += kSampleStride) {
-          const uintptr_t at = (br.begin + off) & ~static_cast<uintptr_t>(page - 1);
-          auto n = ResidentBytes(reinterpret_cast<const void*>(at), 1);
-          total += 1;
-          resident += (n && *n > 0) ? 1 : 0;
-        }
-      }
-    }
-    prefetch_[PrecisionIndex(prec)].emplace(f, std::move(regions));
-  }
-  // kAuto: on when more than 1% of the sampled packed layer pages (both precisions) were
-  // not resident at Create() (a few pages come and go; a cold or evicted model is far off).
-  const bool on =
-      mode == LayerPrefetch::kOn || (mode == LayerPrefetch::kAuto && resident * 100 < total * 99);
-  if (on) ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
-  plan_.notes.push_back(std::string("layer prefetch (MADV_WILLNEED on the next layer) ") +
-                        (on ? "on" : "off") +
-                        (mode == LayerPrefetch::kAuto
-                             ? " (auto: " + std::to_string(resident) + " of " +
-                                   std::to_string(total) + " sampled packed layer pages resident)"
-                             : ""));
 }
 
 Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {
