@@ -98,11 +98,14 @@ TEST(NodeTrace, EveryChunkOverDdsSaysWhatRanNextToWhatWasDecided) {
     }
     EXPECT_GT(traced, 0);
   }
+  EXPECT_EQ(node.Stop(SIGTERM), 0) << node.Log();
   const std::string log = node.Log();
-  EXPECT_EQ(node.Stop(SIGTERM), 0) << log;
   // One what-ran line per chunk in the node log.
   EXPECT_NE(log.find("| ran W"), std::string::npos) << log;
   EXPECT_NE(log.find(" | decided W"), std::string::npos) << log;
+  EXPECT_NE(log.find("engine: 0 pin failures, 0 refused CPU sets, 0 refused ISA tiers"),
+            std::string::npos)
+      << log;
   std::filesystem::remove_all(dir);
 }
 
