@@ -101,6 +101,16 @@ struct ChunkRecord {
   int band = -1;         // thermal band the node reported at reception (-1 unknown)
   double node_queue_wait_s = 0, node_ttft_s = 0, node_tokens_per_s = 0;
   int node_tokens_generated = 0;
+  // What ran, next to what was decided (TokenChunk trace; docs/interface.md "What ran").
+  // Names as component/client/chunk_trace_text.h prints them ("W8A16", "W4A8",
+  // "fp32-reference"; "avx2"...; "f16"...); CPUs bit i = CPU i.
+  bool has_trace = false;  // false on terminal chunks
+  std::string ran_precision, decided_precision, ran_isa, decided_isa, ran_kv, decided_kv;
+  int ran_threads = 0, decided_threads = 0, ran_threads_observed = 0;
+  uint64_t ran_cpus = 0, decided_cpus = 0;
+  int ran_layers_dropped = 0, decided_layers_dropped = 0;
+  int pin_failures = 0;
+  bool isa_refused = false, on_fallback = false;
 };
 
 struct RequestReport {
@@ -143,7 +153,10 @@ struct ReplaySummary {
   std::vector<double> band_time_s;            // per thermal band (virtual time)
   std::array<double, 2> precision_busy_s{};   // W8A16, W4A8 compute time
   std::array<int64_t, 2> precision_tokens{};  // tokens (prefill + decode) per precision
-  std::vector<double> drop_busy_s;            // index = layers dropped
+  // Live mode: tokens the node computed on the fp32 reference path (a plain GGUF: neither
+  // W8A16 nor W4A8 ran), from the chunks' what-ran trace.
+  int64_t reference_tokens = 0;
+  std::vector<double> drop_busy_s;  // index = layers dropped
   std::vector<int64_t> drop_tokens;
   double memory_band_time_s = 0;  // time with any memory band active
   // CPU frequency caps, [0] performance class, [1] efficiency: virtual time a non-zero

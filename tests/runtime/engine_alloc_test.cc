@@ -2,6 +2,7 @@
 // precision, thread-count and ISA switches, INT8 KV decode, the in-place F16 -> INT8 slot
 // conversion and context-cap shrinks, counted by tests/common/counting_allocator.h.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include "runtime/engine/engine.h"
 #include "runtime/eval/packed_scorer.h"
@@ -13,8 +14,23 @@
 namespace ari::runtime {
 namespace {
 
+// CPUs < 64 this process may run on: the knobs' cpu_mask switches between the first one
+// and all of them (re-pinning the workers and the calling thread must not allocate).
+uint64_t AllowedMask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  uint64_t m = 0;
+  for (int c = 0; c < 64; ++c) {
+    if (CPU_ISSET(c, &set)) m |= uint64_t{1} << c;
+  }
+  return m;
+}
+
 void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) {
   const kernels::IsaTier tiers[] = {kernels::IsaTier::kScalar, kernels::IsaTier::kAvx512Vnni};
+  const uint64_t all = AllowedMask();
+  const uint64_t masks[] = {all & (~all + 1), all};  // lowest allowed CPU, all of them
   for (int t = 0; t < turns; ++t) {
     TurnSpec ts;
     ts.prompt = prompt;
@@ -31,11 +47,13 @@ void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) 
       k.precision = (c % 2) ? Precision::kW4A8 : Precision::kW8A16;
       k.threads = 1 + c % 2;
       k.max_isa = tiers[c % 2];
+      k.cpu_mask = masks[(c / 2) % 2];
       k.prefill_tokens = 3;
       k.decode_tokens = 5;
       k.greedy_only = (c % 3) == 0;
       auto r = e.RunChunk(0, k);
       ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->pin_failures, 0);
       if (r->finished) break;
     }
   }
