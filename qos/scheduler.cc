@@ -297,6 +297,11 @@ Scheduler::ChunkPlan Scheduler::ClaimChunk(Live& r, int slot, const Decision& d)
       MapKnobs(plan.knobs, d.memory, topology_, opt_.base_kv, opt_.max_prefill_chunk);
   plan.engine = r.on_fallback ? fallback_engine_ : &engine_;
   plan.on_fallback = r.on_fallback;
+  // A model that cannot drop layers (no layer importance) is decided drop 0: the decision
+  // is what runs (docs/scheduler.md, "Knob mapping").
+  plan.engine_knobs.layer_drop =
+      std::min(plan.engine_knobs.layer_drop, plan.engine->MaxLayerDrop());
+  plan.knobs.layer_drop = static_cast<uint32_t>(plan.engine_knobs.layer_drop);
   return plan;
 }
 

@@ -96,6 +96,11 @@ class EngineImpl final : public Engine {
     return PinningReport{p.requested, p.worker_cpus, p.failures};
   }
   uint64_t WeightBytesPerToken(Precision p) const override;
+  int32_t MaxLayerDrop() const override {
+    return packed_ && !packed_->layer_importance.empty()
+               ? std::max(0, model_->config().n_layers - 2)
+               : 0;
+  }
   uint64_t PoolDispatches() const override { return pool_->runs(); }
   EngineCounters Counters() const override {
     return EngineCounters{pin_failures_, cpu_mask_refusals_, isa_refusals_};

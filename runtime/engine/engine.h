@@ -166,6 +166,9 @@ class ChunkRunner {
   // See Engine::StartTurn / Engine::RunChunk.
   virtual Result<void> StartTurn(int32_t slot, const TurnSpec& turn) = 0;
   virtual Result<ChunkResult> RunChunk(int32_t slot, const ChunkKnobs& knobs) = 0;
+  // The largest layer_drop level RunChunk can apply (0: none, e.g. a pack without layer
+  // importance). The scheduler clamps its decisions to it, so what is decided is what runs.
+  virtual int32_t MaxLayerDrop() const { return 1 << 20; }
 };
 
 class Engine : public ChunkRunner {
