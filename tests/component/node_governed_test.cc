@@ -29,11 +29,20 @@ namespace {
 namespace dds = component::dds;
 using namespace std::chrono_literals;
 
-// Seconds since the node started -> die temperature; bands: normal < 70 <= warm < 85 <=
-// hot < 95 <= critical (exits 67 / 82 / 92), dwell 300 ms (ShortDwells).
-constexpr const char* kRamp =
-    "time_s,celsius\n0,55\n3,55\n3.1,78\n6,78\n6.1,90\n9,90\n9.1,97\n12,97\n12.1,88\n"
-    "15,88\n15.1,60\n60,60\n";
+// Seconds since the node started -> die temperature, a sample every 0.5 s (a held sample
+// older than the replay's max age reads STALE); bands: normal < 70 <= warm < 85 <= hot < 95
+// <= critical (exits 67 / 82 / 92), dwell 300 ms (ShortDwells).
+std::string Ramp() {
+  const std::pair<double, int> steps[] = {{0, 55},  {3, 78},  {6, 90}, {9, 97},
+                                          {12, 88}, {15, 60}, {60, 60}};
+  std::string csv = "time_s,celsius\n";
+  for (size_t i = 0; i + 1 < std::size(steps); ++i) {
+    for (double t = steps[i].first; t < steps[i + 1].first; t += 0.5) {
+      csv += std::to_string(t) + "," + std::to_string(steps[i].second) + "\n";
+    }
+  }
+  return csv + "60,60\n";
+}
 constexpr double kRunS = 17.5;
 constexpr double kCriticalAtS = 7.2;  // inside the first hot stretch
 
@@ -161,7 +170,7 @@ class NodeGoverned : public ::testing::Test {
     dir_ = TempDir("node_governed");
     pack_ = Stories260KPack(dir_);
     if (pack_.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
-    std::ofstream(dir_ / "ramp.csv") << kRamp;
+    std::ofstream(dir_ / "ramp.csv") << Ramp();
     auto cfg = WriteNodeConfig(dir_, pack_, "", ShortDwells(DefaultPolicyWith()));
     std::ifstream in(cfg);
     std::stringstream ss;
