@@ -102,8 +102,8 @@ void PrintChunkLine(const ari_TokenChunk& c, const std::string& tag) {
               text.c_str(), ChunkTraceText(c).c_str());
 }
 
-int Usage() {
-  std::fprintf(stderr,
+int Usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: ari-cli [--domain N] [--config XML] [--client NAME] COMMAND\n"
                "  ask [--urgency critical|high|normal|background] [--deadline-ms N]\n"
                "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks]\n"
@@ -214,6 +214,7 @@ int main(int argc, char** argv) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "-h" || a == "--help") return Usage(stdout), 0;
     if (a == "--domain" && i + 1 < argc)
       opt.domain.domain_id = std::atoi(argv[++i]);
     else if (a == "--config" && i + 1 < argc)

@@ -31,7 +31,7 @@ namespace {
 
 constexpr int kOk = 0, kError = 1, kUsage = 2;
 
-void Usage() {
+void Usage(FILE* out = stderr) {
   std::fputs(
       "usage: ari-tune --logs A.pb [B.pb ...] [--space SPACE.textproto] [--budget N] [--seed S]\n"
       "                [--policy START.textproto] [--cost COST.json] [--threads 2]\n"
@@ -40,7 +40,7 @@ void Usage() {
       "policy_default.textproto (found as qos/shipped_config.h says: $ARI_CONFIG_DIR,\n"
       "../share/ari next to the binary, the source tree's config/), the built-in cost\n"
       "model, 2 threads, OUT tuned_policy.textproto\n",
-      stderr);
+      out);
 }
 
 int Fail(const std::string& m) {
@@ -70,7 +70,7 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "-h" || a == "--help") return Usage(), kOk;
+    if (a == "-h" || a == "--help") return Usage(stdout), kOk;
     if (a == "--logs") {
       while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0 &&
              std::string(argv[i + 1]) != "-o") {
