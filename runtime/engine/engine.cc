@@ -334,9 +334,7 @@ void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
     }
     drop_level_ = want;
   }
-  r.precision = !packed_                               ? Precision::kReference
-                : k.precision == Precision::kReference ? Precision::kW8A16
-                                                       : k.precision;
+  r.precision = packed_ ? k.precision : Precision::kReference;  // RunChunk refused kReference
   // The reference forward pass is plain C++: it dispatches to no ISA kernels.
   r.isa = packed_ ? kernels::ActiveIsaTier() : kernels::IsaTier::kScalar;
   r.threads = packed_ ? threads_ : 1;
@@ -434,6 +432,11 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   }
   Slot& s = slots_[static_cast<size_t>(slot)];
   if (s.finished) return MakeError(ErrorCode::kInvalidArgument, "engine: no turn running in slot");
+  if (packed_ && knobs.precision == Precision::kReference) {  // never W8A16 in its place
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "engine: the fp32 reference path needs the plain GGUF (a pack keeps no fp32 "
+                     "weights): EngineOptions::plain_gguf = kReference");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   ChunkResult r;
   ApplyKnobs(knobs, r);
