@@ -32,7 +32,8 @@ TEST(ToolsHelp, EveryShellToolPrintsUsageAndExitsZero) {
     ASSERT_NE(p, nullptr);
     std::string out;
     std::array<char, 512> buf{};
-    for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
+    for (size_t n = 0; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;)
+      out.append(buf.data(), n);
     const int status = ::pclose(p);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << t << " status " << status;
     EXPECT_NE(out.find("usage"), std::string::npos) << t << ": " << out;
