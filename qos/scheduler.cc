@@ -297,6 +297,11 @@ Scheduler::ChunkPlan Scheduler::ClaimChunk(Live& r, int slot, const Decision& d)
       MapKnobs(plan.knobs, d.memory, topology_, opt_.base_kv, opt_.max_prefill_chunk);
   plan.engine = r.on_fallback ? fallback_engine_ : &engine_;
   plan.on_fallback = r.on_fallback;
+  // A model that cannot drop layers (no layer importance) is decided drop 0: the decision
+  // is what runs (docs/scheduler.md, "Knob mapping").
+  plan.engine_knobs.layer_drop =
+      std::min(plan.engine_knobs.layer_drop, plan.engine->MaxLayerDrop());
+  plan.knobs.layer_drop = static_cast<uint32_t>(plan.engine_knobs.layer_drop);
   return plan;
 }
 
@@ -317,6 +322,20 @@ runtime::Result<runtime::ChunkResult> Scheduler::RunPlannedChunk(const Live& r,
                  : runtime::Result<runtime::ChunkResult>(std::unexpected(started.error()));
 }
 
+ChunkRan RanOf(const runtime::ChunkResult& r) {
+  ChunkRan ran;
+  ran.precision = r.precision;
+  ran.isa = r.isa;
+  ran.threads = r.threads;
+  ran.threads_observed = r.threads_ran;
+  ran.cpus = r.cpus_ran;
+  ran.layers_dropped = r.layers_dropped;
+  ran.kv_type = r.kv_type;
+  ran.pin_failures = r.pin_failures;
+  ran.isa_refused = r.isa_refused;
+  return ran;
+}
+
 StepInfo Scheduler::ReportChunk(Live& r, const ChunkPlan& plan, int64_t start_ns,
                                 const runtime::Result<runtime::ChunkResult>& cr) {
   StepInfo info;
@@ -333,6 +352,7 @@ StepInfo Scheduler::ReportChunk(Live& r, const ChunkPlan& plan, int64_t start_ns
     info.new_tokens = static_cast<int32_t>(cr->tokens.size());
     info.compute_ns = cr->compute_ns;
     info.finished = cr->finished;
+    info.ran = RanOf(*cr);
     if (!cr->tokens.empty()) {
       ChunkEvent ev;
       ev.id = r.req.id;
@@ -341,6 +361,9 @@ StepInfo Scheduler::ReportChunk(Live& r, const ChunkPlan& plan, int64_t start_ns
       ev.tokens = cr->tokens;
       ev.compute_ns = cr->compute_ns;
       ev.precision = cr->precision;
+      ev.decided = plan.engine_knobs;
+      ev.ran = info.ran;
+      ev.on_fallback = plan.on_fallback;
       sink_.OnChunk(ev);
     }
   }

@@ -101,13 +101,31 @@ enum class SubmitStatus : uint8_t {
 };
 std::string_view SubmitStatusName(SubmitStatus s);
 
+// How one chunk really ran, from runtime::ChunkResult (next to StepInfo::knobs /
+// ChunkEvent::decided, what was asked). CPUs are observed inside the compute.
+struct ChunkRan {
+  runtime::Precision precision = runtime::Precision::kReference;  // kReference: plain GGUF
+  runtime::kernels::IsaTier isa = runtime::kernels::IsaTier::kScalar;
+  int32_t threads = 0;           // participants the chunk was given
+  int32_t threads_observed = 0;  // participants that computed (noted a CPU)
+  uint64_t cpus = 0;             // bit i = CPU i, observed (ChunkResult::cpus_ran)
+  int32_t layers_dropped = 0;
+  runtime::KvType kv_type = runtime::KvType::kF32;
+  int32_t pin_failures = 0;
+  bool isa_refused = false;
+};
+ChunkRan RanOf(const runtime::ChunkResult& r);
+
 struct ChunkEvent {
   uint64_t id = 0;
   uint32_t seq = 0;                          // 0, 1, 2... per request over the OnChunk calls
   std::string_view text;                     // valid during the call only
   std::span<const runtime::TokenId> tokens;  // valid during the call only
   int64_t compute_ns = 0;
-  runtime::Precision precision = runtime::Precision::kReference;
+  runtime::Precision precision = runtime::Precision::kReference;  // = ran.precision
+  runtime::ChunkKnobs decided;  // what the scheduler asked the engine for this chunk
+  ChunkRan ran;                 // what the engine reports it ran
+  bool on_fallback = false;     // computed on the fallback engine
 };
 
 struct TerminalEvent {
@@ -131,7 +149,8 @@ struct StepInfo {
   int32_t new_tokens = 0;
   int64_t start_ns = 0;  // clock time
   int64_t compute_ns = 0;
-  runtime::ChunkKnobs knobs;
+  runtime::ChunkKnobs knobs;  // decided
+  ChunkRan ran;               // as it ran (all zero when the chunk failed)
   bool finished = false;
   bool fallback = false;  // ran on the fallback engine
 };

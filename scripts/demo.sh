@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# The README's demo: ARI as a DDS component on loopback.
-#  1. convert the real stories260K llama2.c model to GGUF (or, when ../shared/models is
-#     absent, make a random-weight tiny model with ari-synth and say so);
+# The README's demo: ARI as a DDS component on loopback, on the governed path.
+#  1. convert the real stories260K llama2.c model to GGUF and pack it with layer importance
+#     (ari-pack --calibrate), so every knob the governor decides can run (or, when
+#     ../shared/models is absent, a random-weight tiny model made by ari-synth, said so);
 #  2. start ari-node with the shipped config (config/node.textproto) on DDS domain 42,
-#     loopback only, and wait until it is ready (ari-cli status);
+#     loopback only, its temperature replayed from a short heat ramp
+#     (scripts/demo_heat_ramp.csv: 55 C -> 97 C -> 60 C in 20 s; the policy's band dwell
+#     times shortened to 0.5 s so the ramp crosses every band), and wait until it is ready;
 #  3. client "chat" sends a long NORMAL request, then client "nav" a CRITICAL one:
-#     the CRITICAL answer streams first, the NORMAL one resumes afterwards;
-#  4. show the governor's decisions (node log + ari-cli watch);
-#  5. stop the node by its PID with SIGTERM and check it exits 0.
+#     the CRITICAL answer streams first, the NORMAL one resumes afterwards; every chunk
+#     line carries what ran (precision, ISA, threads, CPUs observed, layers dropped, KV);
+#  4. during the ramp, client "assistant" asks short HIGH requests: the table shows
+#     precision, cores, chunk size and layer drop change with the band, as they ran;
+#  5. show the governor's decisions (node log + ari-cli watch);
+#  6. stop the node by its PID with SIGTERM and check it exits 0.
 set -euo pipefail
 BUILD="${1:?usage: demo.sh <build dir>}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODELS_DIR="${ARI_MODELS_DIR:-$ROOT/../shared/models}"
-OUT="$BUILD/demo"
+mkdir -p "$BUILD/demo"
+OUT="$(cd "$BUILD/demo" && pwd)"
 DOMAIN="${ARI_DEMO_DOMAIN:-42}"
 mkdir -p "$OUT"
 BIN="$BUILD/runtime"
@@ -24,7 +31,10 @@ if [[ -f "$S260/stories260K.bin" && -f "$S260/tok512.bin" ]]; then
   echo "== Converting the real stories260K model (llama2.c) to GGUF"
   "$BIN/ari-convert" --checkpoint "$S260/stories260K.bin" --tokenizer "$S260/tok512.bin" \
       -o "$OUT/stories260K.gguf"
-  MODEL="$OUT/stories260K.gguf"
+  echo "== Packing it (W8 + W4 layouts, layer importance from tests/data/calibration.txt)"
+  "$BIN/ari-pack" "$OUT/stories260K.gguf" "$OUT/stories260K.pack.gguf" \
+      --calibrate "$ROOT/tests/data/calibration.txt"
+  MODEL="$OUT/stories260K.pack.gguf"
   PROMPT_N="Once upon a time, there was a little dog"
   PROMPT_C="Lily saw a big red car"
 else
@@ -36,15 +46,26 @@ else
   else
     "$BIN/ari-synth" --preset tiny --type f32 --seed 1 -o "$OUT/tiny.gguf"
   fi
-  MODEL="$OUT/tiny.gguf"
+  "$BIN/ari-pack" "$OUT/tiny.gguf" "$OUT/tiny.pack.gguf"
+  MODEL="$OUT/tiny.pack.gguf"
   PROMPT_N="Hello"
   PROMPT_C="Route"
 fi
 
-echo "== Starting ari-node (domain $DOMAIN, loopback config, log: $OUT/node.log)"
-"$NODE" --config "$ROOT/config/node.textproto" --model "$MODEL" --domain "$DOMAIN" \
+# The shipped config and policy, with the sensor replaced by the demo's heat ramp and the
+# bands' dwell times shortened (a demo of 20 s instead of minutes in each band).
+sed -E 's/min_dwell_ms: [0-9]+/min_dwell_ms: 500/' "$ROOT/config/policy_default.textproto" \
+    >"$OUT/policy_demo.textproto"
+sed -E -e "s|^policy_path: .*|policy_path: \"$OUT/policy_demo.textproto\"|" \
+    -e "s|cyclone_config: \"cyclonedds-lo.xml\"|cyclone_config: \"$ROOT/config/cyclonedds-lo.xml\"|" \
+    -e "s|^sensor \{.*|sensor { kind: SENSOR_REPLAY replay_csv: \"$ROOT/scripts/demo_heat_ramp.csv\" }|" \
+    "$ROOT/config/node.textproto" >"$OUT/node_demo.textproto"
+
+echo "== Starting ari-node (domain $DOMAIN, loopback config, replayed heat ramp, log: $OUT/node.log)"
+"$NODE" --config "$OUT/node_demo.textproto" --model "$MODEL" --domain "$DOMAIN" \
     >"$OUT/node.log" 2>&1 &
 NODE_PID=$!
+START_MS=$(date +%s%3N)
 cleanup() { kill -TERM "$NODE_PID" 2>/dev/null || true; }
 trap cleanup EXIT
 "${CLI[@]}" status --timeout-ms 15000
@@ -55,10 +76,10 @@ WATCH_PID=$!
 
 echo
 echo "== chat: long NORMAL request; 0.4 s later nav: CRITICAL request"
-"${CLI[@]}" --client chat ask --urgency normal --max-tokens 200 --chunks "$PROMPT_N" \
+"${CLI[@]}" --client chat ask --urgency normal --max-tokens 256 --chunks "$PROMPT_N" \
     >"$OUT/normal.out" 2>"$OUT/normal.err" &
 CHAT_PID=$!
-sleep 0.4
+sleep 0.15
 set +e
 "${CLI[@]}" --client nav ask --urgency critical --deadline-ms 5000 --max-tokens 48 --chunks \
     "$PROMPT_C" >"$OUT/critical.out" 2>"$OUT/critical.err"
@@ -69,12 +90,36 @@ set -e
 kill -TERM "$WATCH_PID" 2>/dev/null || true
 wait "$WATCH_PID" 2>/dev/null || true
 
-echo "-- both streams merged by arrival time (time, client, chunk #, text):"
-sort -s -k1,1 "$OUT/normal.out" "$OUT/critical.out" |
+# One line per chunk: time, client, chunk #, text, and what ran (the [ran ... | decided
+# ...] line ari-cli prints under each chunk, cut to what ran).
+join_ran() { awk '/^    \[ran /{sub(/^    \[/, ""); sub(/ \|.*/, ""); printf "%s  | %s\n", line, $0; next}
+                  {line=$0}' "$1"; }
+echo "-- both streams merged by arrival time (time, client, chunk #, text | what ran):"
+sort -s -k1,1 <(join_ran "$OUT/normal.out") <(join_ran "$OUT/critical.out") |
   awk '{c=$2; if (c!=last) {print; n=0} else if (++n<3) print; else if (n==3) print "   ..."; last=c}'
 echo "-- results:"
 cat "$OUT/critical.err" "$OUT/normal.err" | grep -v '^request '
 echo "   (exit codes: nav $NAV_RC, chat $CHAT_RC)"
+echo
+
+elapsed_ms() { echo $(( $(date +%s%3N) - START_MS )); }
+echo "== Heat ramp (replayed sensor): 55 C to 5 s, 78 C (warm) 5-8 s, 90 C (hot) 8-11 s,"
+echo "   97 C (critical) 11-14 s, 88 C 14-17 s, then 60 C. Client 'assistant' asks short HIGH"
+echo "   requests; per request, what its second chunk ran next to what was decided:"
+HIGH_RC=0
+while (( $(elapsed_ms) < 19500 )); do
+  if ! "${CLI[@]}" --client assistant ask --urgency high --max-tokens 12 --chunks "$PROMPT_C" \
+      >"$OUT/high.out" 2>"$OUT/high.err"; then
+    HIGH_RC=1
+    cat "$OUT/high.err"
+  fi
+  line=$(grep '^    \[ran ' "$OUT/high.out" | sed -n 2p | sed -E 's/^    \[//; s/\]$//')
+  t=$(elapsed_ms)
+  printf "  %3d.%d s  %s\n" $((t / 1000)) $((t % 1000 / 100)) "$line"
+  sleep 0.5
+done
+echo "-- the HIGH decisions as the bands changed (node log: chunk = prefill/decode tokens):"
+grep -E "decision HIGH" "$OUT/node.log" | sed -E 's/^.*decision //' | cut -c1-150 | uniq
 echo
 echo "-- the governor's decisions (node log):"
 grep -E "decision|DONE|CANCELLED|REJECTED" "$OUT/node.log" | cut -c1-160
@@ -95,4 +140,4 @@ if [[ $NODE_RC -ne 0 ]]; then
   exit 1
 fi
 echo "ari-node exited 0"
-[[ $NAV_RC -eq 0 && $CHAT_RC -eq 0 ]]
+[[ $NAV_RC -eq 0 && $CHAT_RC -eq 0 && $HIGH_RC -eq 0 ]]

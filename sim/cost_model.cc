@@ -104,6 +104,67 @@ Result<void> NumberObject(const pb::Value& obj, const std::string& name,
   return {};
 }
 
+Result<void> ValidateDropCost(const CostModel& m) {
+  auto bad = [](const std::string& msg) {
+    return MakeError(ErrorCode::kInvalidArgument, "cost model: layer_drop_cost: " + msg);
+  };
+  if (m.drop_cost_prefill.empty() && m.drop_cost_decode.empty()) return {};
+  if (m.drop_cost_prefill.size() != m.drop_cost_decode.size() || m.drop_cost_prefill.size() < 2) {
+    return bad("\"prefill\" and \"decode\" need the same number (>= 2) of levels");
+  }
+  if (m.drop_cost_layers < 2 ||
+      m.drop_cost_prefill.size() > static_cast<size_t>(m.drop_cost_layers)) {
+    return bad("\"layers\" must be >= 2 and above the last level");
+  }
+  for (const auto* f : {&m.drop_cost_prefill, &m.drop_cost_decode}) {
+    if (std::abs((*f)[0] - 1.0) > 1e-6) return bad("level 0 must be 1");
+    for (double x : *f) {
+      if (!(x > 0 && x <= 2)) return bad("factors must be in (0, 2]");
+    }
+  }
+  return {};
+}
+
+// "layer_drop_cost": {"layers": L, "source": "...", "prefill": [...], "decode": [...]}.
+Result<void> ParseDropCost(const pb::Value& obj, CostModel& m, const std::string& origin) {
+  const pb::Value* v = Field(obj, "layer_drop_cost");
+  if (!v) return {};
+  if (v->kind_case() != pb::Value::kStructValue) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     origin + ": \"layer_drop_cost\" must be an object");
+  }
+  m.drop_cost_layers = static_cast<int>(Num(*v, "layers", 0));
+  m.drop_cost_source = Str(*v, "source", "");
+  for (auto [key, target] :
+       {std::pair{"prefill", &m.drop_cost_prefill}, std::pair{"decode", &m.drop_cost_decode}}) {
+    const pb::Value* l = Field(*v, key);
+    if (!l || !l->has_list_value()) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       origin + ": \"layer_drop_cost\"." + key + " must be a list of numbers");
+    }
+    for (const pb::Value& x : l->list_value().values()) target->push_back(x.number_value());
+  }
+  return {};
+}
+
+std::string DropCostJson(const CostModel& m) {
+  if (m.drop_cost_prefill.empty()) return "";
+  std::string s = "  \"layer_drop_cost\": {\"layers\": " + std::to_string(m.drop_cost_layers) +
+                  ", \"source\": \"";
+  for (char c : m.drop_cost_source) {
+    if (c == '"' || c == '\\') s += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) s += c;
+  }
+  s += "\"";
+  for (auto [key, f] :
+       {std::pair{"prefill", &m.drop_cost_prefill}, std::pair{"decode", &m.drop_cost_decode}}) {
+    s += std::string(", \"") + key + "\": [";
+    for (size_t i = 0; i < f->size(); ++i) s += (i ? ", " : "") + Fmt((*f)[i]);
+    s += "]";
+  }
+  return s + "},\n";
+}
+
 }  // namespace
 
 std::map<std::string, double> DefaultIsaSpeed() {
@@ -121,6 +182,21 @@ double CostModel::FrequencyFactor(runtime::ChunkPhase phase, bool efficiency,
   const double sens =
       phase == runtime::ChunkPhase::kPrefill ? freq_sensitivity_prefill : freq_sensitivity_decode;
   return 1.0 + sens * (nominal / cap - 1.0);
+}
+
+double CostModel::DropFactor(runtime::ChunkPhase phase, int level) const {
+  if (level <= 0) return 1.0;
+  const std::vector<double>& f =
+      phase == runtime::ChunkPhase::kPrefill ? drop_cost_prefill : drop_cost_decode;
+  if (f.size() < 2 || drop_cost_layers < 1 || layers < 1) {
+    return static_cast<double>(std::max(1, layers - level)) / std::max(1, layers);
+  }
+  // The level on the table's model; linear between its points, its last step beyond.
+  const double x = static_cast<double>(level) * drop_cost_layers / layers;
+  const size_t last = f.size() - 1;
+  const size_t i = std::min(static_cast<size_t>(x), last - 1);
+  const double v = f[i] + (x - static_cast<double>(i)) * (f[i + 1] - f[i]);
+  return std::max(0.05, v);
 }
 
 double CostModel::ChunkSeconds(const runtime::ChunkKnobs& knobs, runtime::ChunkPhase phase,
@@ -162,9 +238,7 @@ double CostModel::ChunkSeconds(const runtime::ChunkKnobs& knobs, runtime::ChunkP
     s *= speed(best->isa) / speed(eff);
   }
   if (best->layer_drop != knobs.layer_drop && layers > 0) {
-    const double keep_e = std::max(1, layers - best->layer_drop);
-    const double keep_k = std::max(1, layers - knobs.layer_drop);
-    s *= keep_k / keep_e;
+    s *= DropFactor(phase, knobs.layer_drop) / DropFactor(phase, best->layer_drop);
   }
   if (efficiency && efficiency_core_speed > 0) s /= efficiency_core_speed;
   if (cap_khz != 0) {
@@ -195,6 +269,7 @@ Result<void> CostModel::Validate() const {
       !(freq_sensitivity_decode >= 0 && freq_sensitivity_decode <= 1)) {
     return bad("freq_sensitivity values must be in [0, 1]");
   }
+  if (auto ok = ValidateDropCost(*this); !ok) return ok;
   for (size_t i = 0; i < entries.size(); ++i) {
     const CostEntry& e = entries[i];
     const std::string at = "entries[" + std::to_string(i) + "]: ";
@@ -243,6 +318,7 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
       !ok) {
     return std::unexpected(ok.error());
   }
+  if (auto ok = ParseDropCost(*v, m, o); !ok) return std::unexpected(ok.error());
   const pb::Value* es = Field(*v, "entries");
   if (!es || !es->has_list_value())
     return MakeError(ErrorCode::kInvalidArgument, o + ": \"entries\" list missing");
@@ -301,6 +377,7 @@ std::string CostModelToJson(const CostModel& m) {
     s += "  \"freq_sensitivity\": {\"prefill\": " + Fmt(m.freq_sensitivity_prefill) +
          ", \"decode\": " + Fmt(m.freq_sensitivity_decode) + "},\n";
   }
+  s += DropCostJson(m);
   s += "  \"entries\": [\n";
   for (size_t i = 0; i < m.entries.size(); ++i) {
     const CostEntry& e = m.entries[i];

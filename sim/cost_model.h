@@ -10,7 +10,12 @@
 //     time by (entry_threads / threads)^thread_scaling;
 //   * ISA tier: time x isa_speed[entry isa] / isa_speed[effective tier], where the
 //     effective tier is the knob's tier capped by best_isa (the machine's best);
-//   * layer drop: time x (layers - drop) / layers when the entry has drop 0;
+//   * layer drop: time x F(knob drop) / F(entry drop), F the measured time factor per
+//     drop level of the phase ("layer_drop_cost", from `ari-dropcost --json`; a table
+//     measured on a model of other depth is read at level x its_layers / layers,
+//     interpolated; levels past its end extrapolate its last step). A dropped block still
+//     projects K and V (runtime/engine/fast_forward.h), so F(k) > (layers - k) / layers.
+//     Without a table, F(k) = (layers - k) / layers (a dropped block assumed free);
 //   * efficiency cores: time / efficiency_core_speed;
 //   * CPU frequency cap (model-mode replay of a log's cpu_frequency_cap events): when
 //     the cluster class the chunk runs on is capped below the nominal frequency the
@@ -25,6 +30,8 @@
 //    "isa_speed": {"scalar": 0.1, "avx2": 1.0, "avx512vnni": 1.3, ...},
 //    "nominal_khz": {"performance": 2400000, "efficiency": 1800000},   (optional)
 //    "freq_sensitivity": {"prefill": 1.0, "decode": 0.5},              (optional)
+//    "layer_drop_cost": {"layers": 24, "source": "...",                 (optional)
+//                        "prefill": [1, 0.97, ...], "decode": [1, 0.96, ...]},
 //    "entries": [{"precision": "w8a16", "threads": 2, "isa": "avx2", "layer_drop": 0,
 //                 "prefill_tps": 40.0, "chunk_overhead_ms": 12.0,
 //                 "decode_tps": 14.0, "decode_overhead_ms": 0.0}, ...]}
@@ -71,6 +78,14 @@ struct CostModel {
   double freq_sensitivity_decode = kDefaultFreqSensitivityDecode;
   static constexpr double kDefaultFreqSensitivityPrefill = 1.0;  // compute-bound
   static constexpr double kDefaultFreqSensitivityDecode = 0.5;   // memory-bound (assumed)
+  // Measured time factor per layer drop level (index = level, [0] = 1) per phase, on a
+  // model of drop_cost_layers blocks; empty: whole blocks assumed free (see above).
+  std::vector<double> drop_cost_prefill, drop_cost_decode;
+  int drop_cost_layers = 0;
+  std::string drop_cost_source;
+
+  // F(level) of the phase (1 at level 0).
+  double DropFactor(runtime::ChunkPhase phase, int level) const;
 
   // Seconds one chunk of `tokens` tokens takes. `efficiency` = efficiency cores;
   // `cap_khz` = the frequency cap in force on that cluster class (0 = none).

@@ -11,11 +11,34 @@
 #include <optional>
 #include <thread>
 
+#include "component/client/chunk_trace_text.h"
 #include "component/client/client.h"
 #include "sim/live_summary.h"
 
 namespace ari::sim {
 namespace {
+
+// The chunk's what-ran trace into the record (docs/interface.md, "What ran").
+void RecordTrace(const ari_TokenChunk& c, ChunkRecord& cr) {
+  cr.has_trace = c.has_trace;
+  if (!c.has_trace) return;
+  cr.ran_precision = std::string(component::WirePrecisionName(c.ran.precision));
+  cr.decided_precision = std::string(component::WirePrecisionName(c.decided.precision));
+  cr.ran_isa = std::string(component::WireIsaName(c.ran.isa));
+  cr.decided_isa = std::string(component::WireIsaName(c.decided.isa));
+  cr.ran_kv = std::string(component::WireKvName(c.ran.kv_type));
+  cr.decided_kv = std::string(component::WireKvName(c.decided.kv_type));
+  cr.ran_threads = static_cast<int>(c.ran.threads);
+  cr.decided_threads = static_cast<int>(c.decided.threads);
+  cr.ran_threads_observed = static_cast<int>(c.ran_threads_observed);
+  cr.ran_cpus = c.ran.cpus;
+  cr.decided_cpus = c.decided.cpus;
+  cr.ran_layers_dropped = static_cast<int>(c.ran.layers_dropped);
+  cr.decided_layers_dropped = static_cast<int>(c.decided.layers_dropped);
+  cr.pin_failures = static_cast<int>(c.pin_failures);
+  cr.isa_refused = c.isa_refused;
+  cr.on_fallback = c.on_fallback;
+}
 
 namespace dds = component::dds;
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -418,6 +441,7 @@ void LiveRun::CollectAnswer(LiveRequest* raw, component::Client& client, compone
         cr.node_tokens_per_s = std::isfinite(c.timing.tokens_per_s) ? c.timing.tokens_per_s : 0;
         cr.node_tokens_generated = static_cast<int>(c.timing.tokens_generated);
         if (c.terminal) raw->message = std::string(dds::FixedView(c.message));
+        RecordTrace(c, cr);
         raw->chunks.push_back(std::move(cr));
       },
       std::max(dds::Duration::zero(),

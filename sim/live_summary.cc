@@ -7,19 +7,6 @@
 #include <utility>
 
 namespace ari::sim::live {
-namespace {
-
-int DropLevel(std::string_view d) {
-  const size_t at = d.find("drop ");
-  if (at == std::string_view::npos) return -1;
-  int v = 0;
-  size_t i = at + 5;
-  if (i >= d.size() || d[i] < '0' || d[i] > '9') return -1;
-  while (i < d.size() && d[i] >= '0' && d[i] <= '9') v = v * 10 + (d[i++] - '0');
-  return v;
-}
-
-}  // namespace
 
 std::string_view DecisionClass(std::string_view d) {
   const size_t colon = d.find(':');
@@ -39,9 +26,17 @@ void SummarizeRequest(double time_scale, std::string_view message, std::string_v
     r.tokens += c.tokens;
     if (c.tokens > 0 && r.ttft_s < 0) r.ttft_s = c.t_s;
     if (c.tokens > 0) {
-      const bool w4 = c.decision.find("W4A8") != std::string::npos;
-      sum.precision_tokens[w4 ? 1 : 0] += c.tokens;
-      const int drop = std::max(0, DropLevel(c.decision));
+      // What ran (the chunk's trace), not what the decision text says: a plain GGUF runs
+      // the reference path whatever the governor decided. A chunk with tokens always
+      // carries its trace (docs/interface.md, "What ran").
+      if (c.ran_precision == "W4A8") {
+        sum.precision_tokens[1] += c.tokens;
+      } else if (c.ran_precision == "W8A16") {
+        sum.precision_tokens[0] += c.tokens;
+      } else {
+        sum.reference_tokens += c.tokens;
+      }
+      const int drop = std::max(0, c.ran_layers_dropped);
       if (static_cast<size_t>(drop) >= sum.drop_tokens.size()) {
         sum.drop_tokens.resize(static_cast<size_t>(drop) + 1, 0);
         sum.drop_busy_s.resize(static_cast<size_t>(drop) + 1, 0.0);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "qos/scheduler.h"
+#include "sim/quality_table.h"
 #include "sim/scenarios.h"
 #include "sim/sim_engine.h"
 
@@ -74,6 +75,9 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
     }
     s.drop_busy_s[d] += seconds;
     s.drop_tokens[d] += tokens;
+    auto& pd = s.precision_drop_tokens[static_cast<size_t>(p)];
+    if (pd.size() <= d) pd.resize(d + 1, 0);
+    pd[d] += tokens;
     s.busy_s += seconds;
     ++s.chunks;
     if (cap_khz != 0 && o_.cost->FrequencyFactor(phase, eff, cap_khz) != 1.0) {
@@ -455,16 +459,12 @@ int64_t ModelReplay::Finish() {
 }
 
 // Summary and per class.
-void Summarize(int64_t end_ns, std::chrono::steady_clock::time_point wall0, ReplayReport& report) {
+void Summarize(int64_t end_ns, std::chrono::steady_clock::time_point wall0,
+               const QualityTable* quality, ReplayReport& report) {
   ReplaySummary& sum = report.summary;
   sum.duration_s = NsToS(end_ns);
   const double toks = static_cast<double>(sum.precision_tokens[0] + sum.precision_tokens[1]);
-  if (toks > 0) {
-    double dropped = 0;
-    for (size_t d = 0; d < sum.drop_tokens.size(); ++d)
-      dropped += static_cast<double>(d) * static_cast<double>(sum.drop_tokens[d]);
-    sum.quality_loss = static_cast<double>(sum.precision_tokens[1]) / toks + 0.1 * dropped / toks;
-  }
+  if (toks > 0) sum.quality_loss = QualityLoss(sum, quality) / toks;
   report.classes = SummarizeClasses(report.requests);
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 }
@@ -488,7 +488,7 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
   if (auto r = run.CreateScheduler(); !r) return std::unexpected(r.error());
   run.Play();
   const int64_t end_ns = run.Finish();
-  Summarize(end_ns, wall0, report);
+  Summarize(end_ns, wall0, o.quality, report);
   return report;
 }
 

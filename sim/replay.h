@@ -41,6 +41,8 @@
 
 namespace ari::sim {
 
+struct QualityTable;
+
 // Model mode: one simulated chunk (ReplayOptions::on_chunk).
 struct ChunkTrace {
   double t_s = 0;  // start, virtual seconds
@@ -70,6 +72,10 @@ struct ReplayOptions {
   // Prompt length in tokens; null: ceil(bytes / 4) + 8 (ari-sim --tokenizer MODEL.gguf
   // counts with the model's own tokenizer, as ari-node does).
   std::function<int(const std::string& prompt)> prompt_tokens;
+  // The model's measured quality (ari-ppl --json; sim/quality_table.h): quality_loss is
+  // then the mean per-token loss of the (precision, drop) each token ran at. Null: the
+  // proxy (share of W4A8 tokens + 0.1 x mean layers dropped). Not owned.
+  const QualityTable* quality = nullptr;
 };
 
 struct DecisionRecord {  // one entry in a request's history or the global timeline
@@ -95,6 +101,16 @@ struct ChunkRecord {
   int band = -1;         // thermal band the node reported at reception (-1 unknown)
   double node_queue_wait_s = 0, node_ttft_s = 0, node_tokens_per_s = 0;
   int node_tokens_generated = 0;
+  // What ran, next to what was decided (TokenChunk trace; docs/interface.md "What ran").
+  // Names as component/client/chunk_trace_text.h prints them ("W8A16", "W4A8",
+  // "fp32-reference"; "avx2"...; "f16"...); CPUs bit i = CPU i.
+  bool has_trace = false;  // false on terminal chunks
+  std::string ran_precision, decided_precision, ran_isa, decided_isa, ran_kv, decided_kv;
+  int ran_threads = 0, decided_threads = 0, ran_threads_observed = 0;
+  uint64_t ran_cpus = 0, decided_cpus = 0;
+  int ran_layers_dropped = 0, decided_layers_dropped = 0;
+  int pin_failures = 0;
+  bool isa_refused = false, on_fallback = false;
 };
 
 struct RequestReport {
@@ -137,14 +153,20 @@ struct ReplaySummary {
   std::vector<double> band_time_s;            // per thermal band (virtual time)
   std::array<double, 2> precision_busy_s{};   // W8A16, W4A8 compute time
   std::array<int64_t, 2> precision_tokens{};  // tokens (prefill + decode) per precision
-  std::vector<double> drop_busy_s;            // index = layers dropped
+  // Live mode: tokens the node computed on the fp32 reference path (a plain GGUF: neither
+  // W8A16 nor W4A8 ran), from the chunks' what-ran trace.
+  int64_t reference_tokens = 0;
+  std::vector<double> drop_busy_s;  // index = layers dropped
   std::vector<int64_t> drop_tokens;
   double memory_band_time_s = 0;  // time with any memory band active
   // CPU frequency caps, [0] performance class, [1] efficiency: virtual time a non-zero
   // cap was in force, and compute time of chunks the cap slowed (factor > 1).
   std::array<double, 2> cap_time_s{};
   std::array<double, 2> capped_busy_s{};
-  double quality_loss = 0;  // share of tokens at W4A8 + 0.1 x mean dropped layers per token
+  // [W8A16, W4A8][layers dropped]: tokens computed at that precision and drop level.
+  std::array<std::vector<int64_t>, 2> precision_drop_tokens;
+  // Per token: ReplayOptions::quality's loss, else share at W4A8 + 0.1 x mean layers dropped.
+  double quality_loss = 0;
   int64_t chunks = 0;
   double wall_s = 0;  // real time the replay took (not deterministic; not in JSON by default)
 };

@@ -60,8 +60,8 @@ std::string DecisionJson(const DecisionRecord& d) {
 
 std::string ChunkJson(const ChunkRecord& c) {
   std::string s;
-  Obj(&s)
-      .N("t_s", c.t_s)
+  Obj o(&s);
+  o.N("t_s", c.t_s)
       .I("seq", c.seq)
       .I("tokens", c.tokens)
       .B("terminal", c.terminal)
@@ -71,8 +71,32 @@ std::string ChunkJson(const ChunkRecord& c) {
       .N("node_queue_wait_s", c.node_queue_wait_s)
       .N("node_ttft_s", c.node_ttft_s)
       .N("node_tokens_per_s", c.node_tokens_per_s)
-      .I("node_tokens_generated", c.node_tokens_generated)
-      .Close();
+      .I("node_tokens_generated", c.node_tokens_generated);
+  if (c.has_trace) {
+    std::string r, d;
+    Obj(&r)
+        .S("precision", c.ran_precision)
+        .S("isa", c.ran_isa)
+        .I("threads", c.ran_threads)
+        .I("threads_observed", c.ran_threads_observed)
+        .Raw("cpus", std::to_string(c.ran_cpus))
+        .I("layers_dropped", c.ran_layers_dropped)
+        .S("kv", c.ran_kv)
+        .I("pin_failures", c.pin_failures)
+        .B("isa_refused", c.isa_refused)
+        .B("on_fallback", c.on_fallback)
+        .Close();
+    Obj(&d)
+        .S("precision", c.decided_precision)
+        .S("isa_max", c.decided_isa)
+        .I("threads", c.decided_threads)
+        .Raw("cpus", std::to_string(c.decided_cpus))
+        .I("layers_dropped", c.decided_layers_dropped)
+        .S("kv", c.decided_kv)
+        .Close();
+    o.Raw("ran", r).Raw("decided", d);
+  }
+  o.Close();
   return s;
 }
 
@@ -137,6 +161,7 @@ std::string SummaryJson(const ReplayReport& r, bool include_wall_time) {
                                 ",\"W4A8\":" + Num(m.precision_busy_s[1]) + "}");
   o.Raw("precision_tokens", "{\"W8A16\":" + std::to_string(m.precision_tokens[0]) +
                                 ",\"W4A8\":" + std::to_string(m.precision_tokens[1]) + "}");
+  if (m.reference_tokens > 0) o.I("reference_tokens", m.reference_tokens);
   o.Raw("drop_busy_s", List(m.drop_busy_s, Num));
   o.Raw("drop_tokens", List(m.drop_tokens, [](int64_t x) { return std::to_string(x); }));
   if (m.cap_time_s[0] > 0 || m.cap_time_s[1] > 0) {  // only logs with caps in force

@@ -40,6 +40,8 @@ runtime::Result<runtime::ChunkResult> SimEngine::RunChunk(int32_t slot,
   r.threads = std::max(1, knobs.threads);
   r.layers_dropped = knobs.layer_drop;
   r.kv_type = knobs.kv_type;
+  r.cpus_ran = knobs.cpu_mask;  // simulated: it runs as decided
+  r.threads_ran = r.threads;
   int32_t n = 0;
   if (s.prompt_left > 0) {
     n = std::min(s.prompt_left, std::max(1, knobs.prefill_tokens));

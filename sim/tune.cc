@@ -55,9 +55,10 @@ bool TuneScore::BetterThan(const TuneScore& o, double limit) const {
 
 Result<TuneScore> ScorePolicy(const qos::Policy& policy,
                               const std::vector<const dl::DriveLog*>& logs, const CostModel& cost,
-                              double peak_limit) {
+                              double peak_limit, const QualityTable* quality_table) {
   TuneScore s;
   ReplayOptions o;
+  o.quality = quality_table;
   o.policy = &policy;
   o.cost = &cost;
   o.record_decisions = false;
@@ -123,7 +124,7 @@ void Evaluate(const TuneOptions& o, std::vector<TuneCandidate>& batch, TuneResul
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].error.empty()) continue;
     pool.emplace_back([&, i] {
-      scores[i] = ScorePolicy(policies[i], o.logs, *o.cost, o.space.peak_celsius_limit);
+      scores[i] = ScorePolicy(policies[i], o.logs, *o.cost, o.space.peak_celsius_limit, o.quality);
     });
   }
   for (auto& t : pool) t.join();

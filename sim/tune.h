@@ -7,8 +7,11 @@
 //   1. CRITICAL deadline misses (sum over logs);
 //   2. NORMAL p95 completion latency (max over logs; a NORMAL request that did not
 //      finish counts as infinitely late), compared at 0.1 s resolution;
-//   3. quality loss (mean over logs): share of tokens computed at W4A8 plus 0.1 x mean
-//      layers dropped per token (ReplaySummary::quality_loss).
+//   3. quality loss (mean over logs, ReplaySummary::quality_loss): with a measured
+//      quality table of the model (TuneOptions::quality, ari-tune --quality; sim/
+//      quality_table.h) the mean per-token 1 - top-1 agreement with fp32 of the
+//      (precision, layer drop) each token ran at; without one the proxy: share of tokens
+//      computed at W4A8 plus 0.1 x mean layers dropped per token.
 //
 // Search (deterministic for a seed): the starting policy first, then batches of
 // `threads` candidates derived from the best so far (1-2 parameters changed; one in
@@ -28,6 +31,7 @@
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/error.h"
+#include "sim/quality_table.h"
 
 namespace ari::sim {
 
@@ -76,6 +80,7 @@ struct TuneOptions {
   int budget = 20;  // candidates evaluated, the starting policy included
   uint64_t seed = 1;
   int threads = 2;
+  const QualityTable* quality = nullptr;  // measured quality term; null: the proxy
 };
 
 struct TuneResult {
@@ -89,7 +94,7 @@ Result<TuneResult> Tune(const TuneOptions& options);
 // Scores one policy on the logs (the tuner's objective inputs).
 Result<TuneScore> ScorePolicy(const qos::Policy& policy,
                               const std::vector<const dl::DriveLog*>& logs, const CostModel& cost,
-                              double peak_limit);
+                              double peak_limit, const QualityTable* quality = nullptr);
 
 // Non-dominated feasible candidates (critical misses, NORMAL p95, quality loss), best
 // objective first, plus the start and the best, with the parameters they change.

@@ -67,6 +67,7 @@ class GuardedRunner final : public runtime::ChunkRunner {
   runtime::Result<void> StartTurn(int32_t slot, const runtime::TurnSpec& turn) override;
   runtime::Result<runtime::ChunkResult> RunChunk(int32_t slot,
                                                  const runtime::ChunkKnobs& knobs) override;
+  int32_t MaxLayerDrop() const override { return inner_.MaxLayerDrop(); }
 
  private:
   runtime::ChunkRunner& inner_;

@@ -48,6 +48,7 @@ void Node::PublishStatus(ari_NodeState state) {
   s.tokens_per_s = tokens_per_s_;
   const std::string pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
   dds::CopyFixed(pack, s.pack);
+  s.can_switch_precision = engine_->has_pack();
   (void)transport_->PublishStatus(s);
 }
 
@@ -141,6 +142,11 @@ void Node::Drain(int signal_fd) {
       static_cast<unsigned long long>(tokens_total_.load()),
       static_cast<unsigned long long>(ts.chunks),
       static_cast<unsigned long long>(ts.chunks_loaned));
+  const runtime::EngineCounters ec = engine_->Counters();
+  Log("engine: %llu pin failures, %llu refused CPU sets, %llu refused ISA tiers",
+      static_cast<unsigned long long>(ec.pin_failures),
+      static_cast<unsigned long long>(ec.cpu_mask_refusals),
+      static_cast<unsigned long long>(ec.isa_refusals));
 }
 
 }  // namespace ari::component

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "component/node/chunk_trace.h"
 #include "component/node/node.h"
 #include "component/node/node_log.h"
 #include "runtime/core/utf8.h"
@@ -285,11 +286,14 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
       c.n_tokens = static_cast<uint32_t>(ntok);
       c.timing = timing;
       dds::CopyFixed(std::string_view(decision).substr(0, sizeof c.decision - 1), c.decision);
+      FillChunkTrace(ev, c);
     });
     text.remove_prefix(cut);
     tok += ntok;
     ++published;
   }
+  Log("chunk %s #%u: %zu tokens, %.2f ms | %s", rid.c_str(), seq, ev.tokens.size(),
+      static_cast<double>(ev.compute_ns) * 1e-6, FormatChunkTrace(ev).c_str());
   std::lock_guard<std::mutex> l(mu_);
   if (auto it = live_.find(ev.id); it != live_.end()) it->second.seq = seq + published;
 }
@@ -340,9 +344,11 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
 void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
   char knobs[160];
   qos::FormatKnobs(d.knobs, knobs, sizeof knobs);
-  std::string text =
-      d.idle ? std::string("idle") : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs;
-  std::string reason(d.Reason());
+  // A plain GGUF has no precision to switch: the text does not claim one.
+  const std::string text = ShownDecision(
+      d.idle ? std::string("idle") : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs,
+      engine_->has_pack());
+  const std::string reason = ShownDecision(std::string(d.Reason()), engine_->has_pack());
   {
     std::lock_guard<std::mutex> l(mu_);
     if (text == decision_text_ && reason == reason_text_) return;
@@ -359,29 +365,29 @@ void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
 
 void Node::OnFallback(const qos::FallbackEvent& ev) {
   const std::string fb = fallback_ ? fallback_->name() : "?";
+  const std::string why = ShownDecision(std::string(ev.reason), engine_->has_pack());
   std::string model;
   switch (ev.kind) {
     case qos::FallbackEventKind::kEngaged:
       Log("memory ladder: new requests -> fallback model %s (%s; %d running on it) | %.*s",
           fb.c_str(), ev.mapped_now ? "mapped now" : "still mapped", ev.running,
-          static_cast<int>(ev.reason.size()), ev.reason.data());
+          static_cast<int>(why.size()), why.data());
       model = fb + " (fallback; main " + model_name_ + ")";
       break;
     case qos::FallbackEventKind::kFailed:
       Log("memory ladder: fallback model unusable, new requests stay on %s: %.*s",
-          model_name_.c_str(), static_cast<int>(ev.reason.size()), ev.reason.data());
+          model_name_.c_str(), static_cast<int>(why.size()), why.data());
       model = model_name_;
       break;
     case qos::FallbackEventKind::kDisengaged:
       Log("memory ladder: pressure gone, new requests -> main model %s (%d still running on "
           "fallback %s) | %.*s",
-          model_name_.c_str(), ev.running, fb.c_str(), static_cast<int>(ev.reason.size()),
-          ev.reason.data());
+          model_name_.c_str(), ev.running, fb.c_str(), static_cast<int>(why.size()), why.data());
       model = model_name_ + (ev.running > 0 ? " (fallback " + fb + " draining)" : "");
       break;
     case qos::FallbackEventKind::kReleased:
       Log("memory ladder: fallback model %s unmapped (idle) | %.*s", fb.c_str(),
-          static_cast<int>(ev.reason.size()), ev.reason.data());
+          static_cast<int>(why.size()), why.data());
       model = model_name_;
       break;
   }

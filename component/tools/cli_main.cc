@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "component/client/chunk_trace_text.h"
 #include "component/client/client.h"
 
 namespace {
@@ -70,7 +71,8 @@ void PrintStatus(const ari_NodeStatus& s) {
   const auto U = [&](int i) { return s.queue_depth[i]; };
   std::printf(
       "node %s %s seq %u up %llu ms | %.1f C (%s) | decision %s | reason %s | queues "
-      "C%u H%u N%u B%u | sessions %u/%u | mem %llu MiB | %.1f tok/s | model %s (%s)\n",
+      "C%u H%u N%u B%u | sessions %u/%u | mem %llu MiB | %.1f tok/s | model %s (%s; "
+      "precision switch %s)\n",
       dds::FixedView(s.node_id).data(), NodeStateName(dds::RawEnum(s.state)), s.status_seq,
       static_cast<unsigned long long>(s.uptime_ms), s.temperature_c,
       dds::RawEnum(s.sensor_state) == ari_SENSOR_OK          ? "ok"
@@ -80,12 +82,28 @@ void PrintStatus(const ari_NodeStatus& s) {
       dds::FixedView(s.decision).data(), dds::FixedView(s.reason).data(), U(3), U(2), U(1), U(0),
       s.sessions_in_use, s.sessions_total,
       static_cast<unsigned long long>(s.memory_available_bytes >> 20), s.tokens_per_s,
-      dds::FixedView(s.model).data(), dds::FixedView(s.pack).data());
+      dds::FixedView(s.model).data(), dds::FixedView(s.pack).data(),
+      s.can_switch_precision ? "yes" : "no");
   std::fflush(stdout);
 }
 
-int Usage() {
-  std::fprintf(stderr,
+// `ask --chunks`: one line per chunk (wall-clock time of day, so the lines of several
+// ari-cli processes can be merged), then what ran next to what was decided
+// (docs/interface.md, "What ran").
+void PrintChunkLine(const ari_TokenChunk& c, const std::string& tag) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+  std::string text(c.text, c.text_len);
+  for (size_t k = 0; (k = text.find('\n', k)) != std::string::npos; k += 2) {
+    text.replace(k, 1, "\\n");
+  }
+  std::printf("%02lld:%02lld:%02lld.%03lld %-8s #%-3u %s\n    [%s]\n", (ms / 3600000) % 24,
+              (ms / 60000) % 60, (ms / 1000) % 60, ms % 1000, tag.c_str(), c.sequence_number,
+              text.c_str(), ChunkTraceText(c).c_str());
+}
+
+int Usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: ari-cli [--domain N] [--config XML] [--client NAME] COMMAND\n"
                "  ask [--urgency critical|high|normal|background] [--deadline-ms N]\n"
                "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks]\n"
@@ -166,16 +184,7 @@ int Ask(Client& client, std::vector<std::string>& args) {
   auto sum = stream->Wait([&](const ari_TokenChunk& c) {
     if (c.terminal) return;
     if (chunks) {
-      // Wall-clock time of day, so the lines of several ari-cli processes can be merged.
-      const auto now = std::chrono::system_clock::now().time_since_epoch();
-      const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
-      std::string text(c.text, c.text_len);
-      for (size_t k = 0; (k = text.find('\n', k)) != std::string::npos; k += 2) {
-        text.replace(k, 1, "\\n");
-      }
-      std::printf("%02lld:%02lld:%02lld.%03lld %-8s #%-3u %s\n", (ms / 3600000) % 24,
-                  (ms / 60000) % 60, (ms / 1000) % 60, ms % 1000, tag.c_str(), c.sequence_number,
-                  text.c_str());
+      PrintChunkLine(c, tag);
     } else {
       std::fwrite(c.text, 1, c.text_len, stdout);
     }
@@ -205,6 +214,7 @@ int main(int argc, char** argv) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "-h" || a == "--help") return Usage(stdout), 0;
     if (a == "--domain" && i + 1 < argc)
       opt.domain.domain_id = std::atoi(argv[++i]);
     else if (a == "--config" && i + 1 < argc)

@@ -366,9 +366,9 @@ int RunShmPhase(const Args& a, double inproc_med) {
   return rc;
 }
 
-int Usage() {
+int Usage(FILE* out = stderr) {
   std::fprintf(
-      stderr,
+      out,
       "usage: ari-ddsbench --model FILE.gguf [--requests N (<=500)] [--max-tokens N]\n"
       "                    [--domain N] [--shm auto|on|off] [--urgency critical|normal]\n");
   return 2;
@@ -380,6 +380,7 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
+    if (k == "-h" || k == "--help") return Usage(stdout), 0;
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (v == nullptr) return Usage();
     if (k == "--model")

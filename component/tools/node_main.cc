@@ -20,8 +20,8 @@
 
 namespace {
 
-void Usage() {
-  std::fprintf(stderr,
+void Usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: ari-node --config FILE [--model PATH] [--policy PATH] [--domain N]\n"
                "                [--cyclone-config PATH] [--pack-cache DIR]\n"
                "  --pack-cache DIR: where a plain GGUF model's automatic pack is kept\n"
@@ -61,7 +61,7 @@ std::optional<int> ParseArgs(int argc, char** argv, NodeArgs& args) {
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      Usage();
+      Usage(stdout);
       return 0;
     }
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;

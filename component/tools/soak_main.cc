@@ -72,12 +72,26 @@ struct SoakArgs {
   long node_pid = -1;
 };
 
-// nullopt: a bad argument (said on stderr).
-std::optional<SoakArgs> ParseArgs(int argc, char** argv) {
+void Usage(FILE* out) {
+  std::fputs(
+      "usage: ari-soak --domain N [--config XML] [--minutes M] [--clients K] [--warmup-s S]\n"
+      "                [--window-s W] [--node-pid PID] [--burst-every-s B] [--burst N]\n"
+      "                [--think-ms T]\n"
+      "  long mixed-traffic run against a running ari-node (scripts/soak.sh starts one)\n",
+      out);
+}
+
+// nullopt: a bad argument (said on stderr) or --help (said on stdout, *help set).
+std::optional<SoakArgs> ParseArgs(int argc, char** argv, bool* help) {
   SoakArgs o;
   o.base.domain.domain_id = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      Usage(stdout);
+      *help = true;
+      return std::nullopt;
+    }
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (!v) {
       std::fprintf(stderr, "ari-soak: %s needs a value\n", a.c_str());
@@ -347,8 +361,9 @@ int Soak::Finish() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::optional<SoakArgs> args = ParseArgs(argc, argv);
-  if (!args) return 1;
+  bool help = false;
+  const std::optional<SoakArgs> args = ParseArgs(argc, argv, &help);
+  if (!args) return help ? 0 : 1;
   Soak soak(*args);
   if (const int rc = soak.Connect(); rc != 0) return rc;
   soak.Run();

@@ -27,8 +27,8 @@ void DequantizeQ45K(float d, float dmin, const uint8_t* scales, const uint8_t* q
     KScaleMin(scales, 2 * c + 1, &sc_hi, &m_hi);
     const float d_lo = d * static_cast<float>(sc_lo), min_lo = dmin * static_cast<float>(m_lo);
     const float d_hi = d * static_cast<float>(sc_hi), min_hi = dmin * static_cast<float>(m_hi);
-    const uint8_t* q = qs + 32 * c;
-    float* y = out + 64 * c;
+    const uint8_t* q = qs + ptrdiff_t{32} * c;
+    float* y = out + ptrdiff_t{64} * c;
     for (int l = 0; l < 32; ++l) {
       int lo = q[l] & 15, hi = q[l] >> 4;
       if (qh != nullptr) {
@@ -67,10 +67,10 @@ void DequantizeRowQ6K(const std::byte* src, float* dst, int64_t n) {
     std::memcpy(&blk, src + b * sizeof(BlockQ6_K), sizeof blk);
     const float d = Fp16ToFp32(blk.d);
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = blk.ql + 64 * h;
-      const uint8_t* qh = blk.qh + 32 * h;
-      const int8_t* sc = blk.scales + 8 * h;
-      float* y = dst + b * kSuperBlock + 128 * h;
+      const uint8_t* ql = blk.ql + ptrdiff_t{64} * h;
+      const uint8_t* qh = blk.qh + ptrdiff_t{32} * h;
+      const int8_t* sc = blk.scales + ptrdiff_t{8} * h;
+      float* y = dst + b * kSuperBlock + ptrdiff_t{128} * h;
       for (int l = 0; l < 32; ++l) {
         const int k = l / 16;
         const int q0 = ((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32;

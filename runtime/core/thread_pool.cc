@@ -66,6 +66,7 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int max_participants,
       pool->requested_[pool->n_requested_++] = c;
     }
   }
+  pool->notes_ = std::make_unique<CpuNote[]>(static_cast<size_t>(max_participants));
   for (int i = 0; i + 1 < max_participants; ++i) {
     pool->workers_.push_back(std::make_unique<Worker>());
   }
@@ -76,7 +77,10 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int max_participants,
   for (auto& w : pool->workers_) {
     while (w->tid.load(std::memory_order_acquire) == 0) std::this_thread::yield();
   }
-  (void)pool->ApplyPinning();  // failures are recorded and reported by Pinning()
+  // A refused pinning does not fail Create (e.g. EPERM in a container): every worker's
+  // errno is recorded, counted by pin_failures() and named by Pinning().
+  const Result<void> pinned = pool->ApplyPinning();
+  if (!pinned && pool->pin_failures() == 0) return std::unexpected(pinned.error());
   return pool;
 }
 
@@ -116,11 +120,13 @@ void ThreadPool::WorkerLoop(int index) {
            u = next_unit_.fetch_add(1, std::memory_order_relaxed)) {
         unit_job_(ctx_, u, me);
       }
+      NoteCpu(me);
       joined_done_.fetch_add(1, std::memory_order_acq_rel);
       joined_done_.notify_one();
       continue;
     }
     job_(ctx_, me, n);
+    NoteCpu(me);
     if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_one();
   }
 }
@@ -131,6 +137,7 @@ void ThreadPool::Run(Job job, void* ctx, int n) {
   if (n > max_participants()) n = max_participants();
   if (n == 1) {
     job(ctx, 0, 1);
+    NoteCpu(0);
     return;
   }
   job_ = job;
@@ -142,6 +149,7 @@ void ThreadPool::Run(Job job, void* ctx, int n) {
                     std::memory_order_release);
   generation_.notify_all();
   job(ctx, 0, n);
+  NoteCpu(0);
   uint32_t left = remaining_.load(std::memory_order_acquire);
   for (int i = 0; i < kSpinIterations && left != 0; ++i) {
     CpuRelax();
@@ -160,6 +168,7 @@ void ThreadPool::RunUnits(UnitJob job, void* ctx, int64_t units, int n) {
   if (n > units) n = static_cast<int>(units < 1 ? 1 : units);
   if (n == 1) {
     for (int64_t u = 0; u < units; ++u) job(ctx, u, 0);
+    NoteCpu(0);
     return;
   }
   unit_job_ = job;
@@ -178,6 +187,7 @@ void ThreadPool::RunUnits(UnitJob job, void* ctx, int64_t units, int n) {
        u = next_unit_.fetch_add(1, std::memory_order_relaxed)) {
     job(ctx, u, 0);
   }
+  NoteCpu(0);
   // Close the slots: workers that have not joined yet stay out of this dispatch.
   const uint64_t left =
       open_slots_.exchange(static_cast<uint64_t>(gen) << 32, std::memory_order_acq_rel);
@@ -233,6 +243,62 @@ Result<void> ThreadPool::SetCpuMask(uint64_t mask) {
     if (mask & (uint64_t{1} << c)) cpus[n++] = c;
   }
   return SetCpus(std::span<const int>(cpus, static_cast<size_t>(n)));
+}
+
+void ThreadPool::NoteCpu(int participant) {
+  const int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  std::atomic<uint64_t>& word = notes_[static_cast<size_t>(participant)].cpus;
+  const uint64_t bit = uint64_t{1} << (cpu < 63 ? cpu : 63);
+  // Only this participant writes its word: a relaxed load/store, no read-modify-write.
+  const uint64_t old = word.load(std::memory_order_relaxed);
+  if ((old & bit) == 0) word.store(old | bit, std::memory_order_relaxed);
+}
+
+ThreadPool::Observed ThreadPool::TakeObserved() {
+  // The dispatches' barriers (acquire) order the workers' notes before this read.
+  Observed o;
+  for (int i = 0; i < max_participants(); ++i) {
+    const uint64_t m = notes_[static_cast<size_t>(i)].cpus.exchange(0, std::memory_order_acq_rel);
+    o.cpus |= m;
+    o.participants += m != 0 ? 1 : 0;
+  }
+  return o;
+}
+
+int ThreadPool::pin_failures() const {
+  int n = 0;
+  for (const auto& w : workers_) n += w->pin_errno != 0 ? 1 : 0;
+  return n;
+}
+
+Result<void> ThreadPool::PinCaller() {
+  caller_pinned_ = false;
+  if (sched_getaffinity(0, sizeof(caller_saved_), &caller_saved_) != 0) {
+    return MakeError(ErrorCode::kUnsupported,
+                     std::string("thread pool: caller sched_getaffinity: ") + std::strerror(errno));
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int i = 0; i < n_requested_; ++i) CPU_SET(requested_[i], &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    return MakeError(
+        ErrorCode::kUnsupported,
+        std::string("thread pool: pinning the caller failed: ") + std::strerror(errno));
+  }
+  caller_pinned_ = true;
+  return {};
+}
+
+Result<void> ThreadPool::RestoreCaller() {
+  if (!caller_pinned_) return {};
+  caller_pinned_ = false;
+  if (sched_setaffinity(0, sizeof(caller_saved_), &caller_saved_) != 0) {
+    return MakeError(ErrorCode::kUnsupported,
+                     std::string("thread pool: restoring the caller's affinity failed: ") +
+                         std::strerror(errno));
+  }
+  return {};
 }
 
 PoolPinning ThreadPool::Pinning() const {

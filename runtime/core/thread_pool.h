@@ -9,13 +9,24 @@
 //
 // Pinning: every worker thread is pinned with sched_setaffinity(tid) to the whole CPU set
 // given to Create/SetCpus; the set can change between Runs without re-creating threads
-// (same TIDs). The calling thread (index 0) is not pinned by the pool. Failures (offline
-// CPU, EPERM in a container...) are recorded per worker and reported by Pinning(), whose
-// CPU lists are read back from the OS with sched_getaffinity(tid).
+// (same TIDs). The calling thread (index 0) is pinned only on request: PinCaller() pins it
+// to the same set and saves its previous affinity, RestoreCaller() puts that back (the
+// engine brackets every chunk with them, so the scheduler thread's own work between
+// chunks keeps the affinity its owner gave it). Failures (offline CPU, EPERM in a
+// container...) are recorded per worker, counted (pin_failures()) and reported by
+// Pinning(), whose CPU lists are read back from the OS with sched_getaffinity(tid).
 //
-// Run and SetCpus do not allocate. One thread drives the pool at a time.
+// Observed CPUs: every participant of every dispatch (Run, RunUnits, the caller included,
+// n = 1 included) calls sched_getcpu() after its share and ORs bit min(cpu, 63) into its
+// own cache-line padded word. TakeObserved() returns the union since the last call (and
+// how many participants computed) and clears it: what the compute really ran on, seen from
+// inside it, not the affinity read back from an idle thread.
+//
+// Run, SetCpus, PinCaller/RestoreCaller and TakeObserved do not allocate (errors excepted).
+// One thread drives the pool at a time.
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -68,6 +79,21 @@ class ThreadPool {
   Result<void> SetCpus(std::span<const int> cpus);
   Result<void> SetCpuMask(uint64_t mask);  // bit i = CPU i
   PoolPinning Pinning() const;             // allocates (not for the hot path)
+  // Workers whose last re-pin failed (0 after a fully successful Create/SetCpus).
+  int pin_failures() const;
+  // Pins the calling thread to the pool's current CPU set, after saving its affinity.
+  // kUnsupported when the OS refuses (the thread then keeps its affinity; nothing to
+  // restore). Not nested: one PinCaller, then one RestoreCaller.
+  Result<void> PinCaller();
+  // Restores the affinity PinCaller saved; a no-op when PinCaller did not pin.
+  Result<void> RestoreCaller();
+  // The caller notes its CPU too (work it does outside Run/RunUnits, e.g. sampling).
+  void NoteCallerCpu() { NoteCpu(0); }
+  struct Observed {
+    uint64_t cpus = 0;     // bit i = CPU i; bit 63 also stands for every CPU id >= 63
+    int participants = 0;  // participants (caller included) that noted a CPU
+  };
+  Observed TakeObserved();
   // Run() calls so far (each one a dispatch + barrier when n > 1); for profiling figures.
   uint64_t runs() const { return runs_; }
 
@@ -77,7 +103,11 @@ class ThreadPool {
     std::atomic<pid_t> tid{0};
     int pin_errno = 0;
   };
+  struct alignas(64) CpuNote {
+    std::atomic<uint64_t> cpus{0};
+  };
   ThreadPool() = default;
+  void NoteCpu(int participant);
   void WorkerLoop(int index);
   Result<void> ApplyPinning();
 
@@ -95,7 +125,10 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   int requested_[kMaxCpus] = {};
   int n_requested_ = 0;
-  uint64_t runs_ = 0;  // written by the driving thread only
+  uint64_t runs_ = 0;                 // written by the driving thread only
+  std::unique_ptr<CpuNote[]> notes_;  // [max_participants]: each written by its participant
+  cpu_set_t caller_saved_{};
+  bool caller_pinned_ = false;
 };
 
 }  // namespace ari::runtime

@@ -97,7 +97,15 @@ class EngineImpl final : public Engine {
     return PinningReport{p.requested, p.worker_cpus, p.failures};
   }
   uint64_t WeightBytesPerToken(Precision p) const override;
+  int32_t MaxLayerDrop() const override {
+    return packed_ && !packed_->layer_importance.empty()
+               ? std::max(0, model_->config().n_layers - 2)
+               : 0;
+  }
   uint64_t PoolDispatches() const override { return pool_->runs(); }
+  EngineCounters Counters() const override {
+    return EngineCounters{pin_failures_, cpu_mask_refusals_, isa_refusals_};
+  }
 
  private:
   void ApplyKnobs(const ChunkKnobs& k, ChunkResult& r);
@@ -109,9 +117,10 @@ class EngineImpl final : public Engine {
   // and cut into the forward pass's workspace, the slots and the layer drop mask.
   Result<void> LoadModel(const EngineOptions& o);
   Result<void> CarveArena(const EngineOptions& o, const ArenaLayout& a);
-  void SetUpPrefetch(LayerPrefetch mode);
   // The last token's logits, in the engine's own buffers (Emit samples them in place).
   Result<float*> Forward(Slot& s, int32_t n, Precision p);
+  // The chunk's work once knobs and affinity are applied (RunChunk brackets it).
+  Result<void> Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& r);
   // Samples from logits, appends the token; returns true when the turn finished.
   bool Emit(Slot& s, float* logits, bool greedy, ChunkResult& r);
 
@@ -130,6 +139,9 @@ class EngineImpl final : public Engine {
   int32_t drop_level_ = 0;
   uint8_t* drop_mask_ = nullptr;
   std::optional<PagingAdvisor> prefetch_[2];  // [precision index] packed layer regions
+  uint64_t pin_failures_ = 0;                 // sum of ChunkResult::pin_failures
+  uint64_t cpu_mask_refusals_ = 0;            // chunks whose cpu_mask the pool refused (any worker)
+  uint64_t isa_refusals_ = 0;                 // chunks whose max_isa could not be applied
 };
 
 Result<void> EngineImpl::Init(const EngineOptions& o) {
@@ -161,7 +173,9 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
       PlanArena(c, o, ctx_, participants, align_, packed_.has_value(), plan_);
   plan_.model_file_bytes = model_->file().bytes().size();
   if (auto r = CarveArena(o, layout); !r) return r;
-  if (packed_) SetUpPrefetch(o.layer_prefetch);
+  if (packed_ && PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_)) {
+    ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
+  }
   // The token embedding is read row by row from the mapping: MADV_RANDOM keeps a row's
   // fault from reading the table around it (docs/memory.md, "Disk embedding").
   if (auto adv = PagingAdvisor(model_->file()).AdviseEmbedding(); !adv) {
@@ -243,50 +257,6 @@ Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a
   return {};
 }
 
-void EngineImpl::SetUpPrefetch(LayerPrefetch mode) {
-  const GgufFile& f = model_->file();
-  uint64_t resident = 0, total = 0;
-  for (int pi = 0; pi < 2; ++pi) {
-    const auto prec = pi == 0 ? kernels::PackedPrecision::kW8 : kernels::PackedPrecision::kW4;
-    ModelRegions regions;
-    regions.file = ByteRange{reinterpret_cast<uintptr_t>(f.bytes().data()), f.bytes().size()};
-    for (const PackedLayer& L : packed_->layers[static_cast<size_t>(PrecisionIndex(prec))]) {
-      std::vector<ByteRange> ranges;
-      for (const kernels::PackedMatrix* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-        ranges.push_back({reinterpret_cast<uintptr_t>(m->data),
-                          static_cast<size_t>(kernels::PackedBytes(prec, m->rows, m->cols))});
-      }
-      regions.layers.push_back(MergeRanges(std::move(ranges)));
-    }
-    // Residency is sampled (one page per MiB): mincore over every page of both
-    // precisions cost ~67 ms of time to ready on a 1.1B pack; the sample costs ~1 ms.
-    const uint64_t page = PageSize();
-    constexpr uint64_t kSampleStride = 1u << 20;
-    for (const auto& layer : regions.layers) {
-      for (const ByteRange& br : layer) {
-        for (uint64_t off = 0; off < br.size; off += kSampleStride) {
-          const uintptr_t at = (br.begin + off) & ~static_cast<uintptr_t>(page - 1);
-          auto n = ResidentBytes(reinterpret_cast<const void*>(at), 1);
-          total += 1;
-          resident += (n && *n > 0) ? 1 : 0;
-        }
-      }
-    }
-    prefetch_[PrecisionIndex(prec)].emplace(f, std::move(regions));
-  }
-  // kAuto: on when more than 1% of the sampled packed layer pages (both precisions) were
-  // not resident at Create() (a few pages come and go; a cold or evicted model is far off).
-  const bool on =
-      mode == LayerPrefetch::kOn || (mode == LayerPrefetch::kAuto && resident * 100 < total * 99);
-  if (on) ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
-  plan_.notes.push_back(std::string("layer prefetch (MADV_WILLNEED on the next layer) ") +
-                        (on ? "on" : "off") +
-                        (mode == LayerPrefetch::kAuto
-                             ? " (auto: " + std::to_string(resident) + " of " +
-                                   std::to_string(total) + " sampled packed layer pages resident)"
-                             : ""));
-}
-
 Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {
   if (!packed_) {
     r.kv_type = KvType::kF32;  // the reference path keeps its fp32 cache
@@ -338,9 +308,12 @@ uint64_t EngineImpl::WeightBytesPerToken(Precision p) const {
 }
 
 void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
-  // A tier of the other family is ignored (checked first: building its error allocates).
-  if (kernels::IsaTierInFamily(k.max_isa)) (void)kernels::SetMaxIsaTier(k.max_isa);
-  if (k.cpu_mask != 0) (void)pool_->SetCpuMask(k.cpu_mask);  // failures: see Pinning()
+  // A tier of the other family is refused without building its error (that allocates).
+  r.isa_refused =
+      !kernels::IsaTierInFamily(k.max_isa) || !kernels::SetMaxIsaTier(k.max_isa).has_value();
+  // A refused re-pin is counted per worker (pool_->pin_failures(), in RunChunk) and named
+  // by Pinning(); the chunk still runs, wherever the OS lets the workers run.
+  if (k.cpu_mask != 0 && !pool_->SetCpuMask(k.cpu_mask)) ++cpu_mask_refusals_;
   if (k.threads > 0) threads_ = std::min(k.threads, pool_->max_participants());
   const int32_t n_layers = model_->config().n_layers;
   const int32_t want = packed_ && !packed_->layer_importance.empty()
@@ -362,10 +335,9 @@ void EngineImpl::ApplyKnobs(const ChunkKnobs& k, ChunkResult& r) {
     }
     drop_level_ = want;
   }
-  r.precision = !packed_                               ? Precision::kReference
-                : k.precision == Precision::kReference ? Precision::kW8A16
-                                                       : k.precision;
-  r.isa = kernels::ActiveIsaTier();
+  r.precision = packed_ ? k.precision : Precision::kReference;  // RunChunk refused kReference
+  // The reference forward pass is plain C++: it dispatches to no ISA kernels.
+  r.isa = packed_ ? kernels::ActiveIsaTier() : kernels::IsaTier::kScalar;
   r.threads = packed_ ? threads_ : 1;
   r.layers_dropped = packed_ ? drop_level_ : 0;
 }
@@ -472,10 +444,36 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   }
   Slot& s = slots_[static_cast<size_t>(slot)];
   if (s.finished) return MakeError(ErrorCode::kInvalidArgument, "engine: no turn running in slot");
+  if (packed_ && knobs.precision == Precision::kReference) {  // never W8A16 in its place
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "engine: the fp32 reference path needs the plain GGUF (a pack keeps no fp32 "
+                     "weights): EngineOptions::plain_gguf = kReference");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   ChunkResult r;
   ApplyKnobs(knobs, r);
-  if (auto kv = ApplyKv(s, knobs.kv_type, r); !kv) return std::unexpected(kv.error());
+  // The calling thread computes too (participant 0, and all of a threads = 1 chunk): it
+  // runs the chunk on the chunk's CPU set and gets its own affinity back afterwards.
+  const bool caller_pinned = pool_->PinCaller().has_value();
+  r.pin_failures = pool_->pin_failures() + (caller_pinned ? 0 : 1);
+  pool_->NoteCallerCpu();
+  const Result<void> ran = Compute(s, knobs, r);
+  pool_->NoteCallerCpu();
+  const ThreadPool::Observed seen = pool_->TakeObserved();
+  if (!pool_->RestoreCaller()) ++r.pin_failures;
+  r.cpus_ran = seen.cpus;
+  r.threads_ran = seen.participants;
+  pin_failures_ += static_cast<uint64_t>(r.pin_failures);
+  isa_refusals_ += r.isa_refused ? 1 : 0;
+  if (!ran) return std::unexpected(ran.error());
+  r.compute_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  return r;
+}
+
+Result<void> EngineImpl::Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& r) {
+  if (auto kv = ApplyKv(s, knobs.kv_type, r); !kv) return kv;
   s.out_cap = knobs.output_cap;
   s.text.clear();
   const int32_t first = s.generated;
@@ -484,7 +482,7 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
     s.finished = r.finished = true;
     r.stop_reason = StopReason::kMaxTokens;
     r.text = s.text;
-    return r;
+    return {};
   }
   r.context_shrunk = Shrink(s, knobs.context_cap);
   const bool greedy = knobs.greedy_only;
@@ -511,10 +509,7 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   }
   r.tokens = std::span<const TokenId>(s.out + first, static_cast<size_t>(s.generated - first));
   r.text = s.text;
-  r.compute_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
-  return r;
+  return {};
 }
 
 }  // namespace

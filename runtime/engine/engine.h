@@ -11,7 +11,9 @@
 // No locks are held while computing. KV modes and the context cap: docs/memory.md.
 //
 // Threading: an Engine is driven by one thread at a time (the scheduler loop). Its pool
-// workers are created once and re-pinned when the CPU set changes.
+// workers are created once and re-pinned when the CPU set changes; the calling thread is
+// pinned to the chunk's CPU set for the duration of each RunChunk (threads = 1 too) and
+// gets its previous affinity back afterwards. ChunkResult says what ran, CPUs observed.
 #pragma once
 
 #include <cstdint>
@@ -105,10 +107,23 @@ struct ChunkResult {
                                     //   complete UTF-8 of those tokens
   bool finished = false;
   StopReason stop_reason = StopReason::kMaxTokens;
-  int64_t compute_ns = 0;                       // wall time of the chunk's compute
-  Precision precision = Precision::kReference;  // what actually ran
-  kernels::IsaTier isa = kernels::IsaTier::kScalar;
-  int32_t threads = 1;
+  int64_t compute_ns = 0;  // wall time of the chunk's compute
+  // What actually ran (knobs as applied, next to ChunkKnobs, what was asked):
+  Precision precision = Precision::kReference;       // kReference: plain GGUF, fp32 reference path
+  kernels::IsaTier isa = kernels::IsaTier::kScalar;  // tier the kernels dispatched to
+                                                     // (reference path: kScalar)
+  int32_t threads = 1;  // participants the chunk's dispatches were given (reference path: 1)
+  // Observed from inside the compute: the union of sched_getcpu() of every participant of
+  // every pool dispatch of this chunk and of the calling thread at the chunk's start and
+  // end (bit i = CPU i; bit 63 also stands for any CPU id >= 63), and how many distinct
+  // participants noted one (<= threads; a dynamic dispatch may leave a late worker out).
+  uint64_t cpus_ran = 0;
+  int32_t threads_ran = 0;
+  // Threads whose pinning to the chunk's CPU set failed: workers whose last re-pin was
+  // refused, + 1 if pinning the calling thread failed, + 1 if restoring it failed. The
+  // chunk still runs (where the OS lets it); Engine::Pinning() names the errors.
+  int32_t pin_failures = 0;
+  bool isa_refused = false;       // ChunkKnobs::max_isa could not be applied (other family)
   int32_t layers_dropped = 0;     // blocks skipped (0 when the pack has no importance)
   KvType kv_type = KvType::kF32;  // the slot's KV precision after this chunk
   bool kv_converted = false;      // this chunk converted the slot's KV to INT8 in place
@@ -135,6 +150,13 @@ struct PinningReport {
   std::vector<std::string> failures;          // pinning errors, reported not hidden
 };
 
+// Totals since Create (ChunkResult has them per chunk).
+struct EngineCounters {
+  uint64_t pin_failures = 0;       // sum of ChunkResult::pin_failures
+  uint64_t cpu_mask_refusals = 0;  // chunks whose cpu_mask a worker's re-pin refused
+  uint64_t isa_refusals = 0;       // chunks with ChunkResult::isa_refused
+};
+
 // The chunk operations the scheduler drives (qos/scheduler.h). Engine implements them
 // with real compute; the simulator (sim/sim_engine.h) with a cost model in virtual time.
 class ChunkRunner {
@@ -144,6 +166,9 @@ class ChunkRunner {
   // See Engine::StartTurn / Engine::RunChunk.
   virtual Result<void> StartTurn(int32_t slot, const TurnSpec& turn) = 0;
   virtual Result<ChunkResult> RunChunk(int32_t slot, const ChunkKnobs& knobs) = 0;
+  // The largest layer_drop level RunChunk can apply (0: none, e.g. a pack without layer
+  // importance). The scheduler clamps its decisions to it, so what is decided is what runs.
+  virtual int32_t MaxLayerDrop() const { return 1 << 20; }
 };
 
 class Engine : public ChunkRunner {
@@ -184,6 +209,7 @@ class Engine : public ChunkRunner {
   // Thread-pool dispatches (each a barrier with more than one thread) since Create: the
   // per-token synchronization count of profiles (ari-bench). 0 when not tracked.
   virtual uint64_t PoolDispatches() const { return 0; }
+  virtual EngineCounters Counters() const { return {}; }
 };
 
 }  // namespace ari::runtime

@@ -4,9 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "runtime/engine/engine.h"
+#include "runtime/engine/paging.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/pack_file.h"
 
 namespace ari::runtime {
 
@@ -23,5 +26,11 @@ struct ArenaLayout {
 // notes and total (model_file_bytes is left to the caller).
 ArenaLayout PlanArena(const ModelConfig& c, const EngineOptions& o, int32_t ctx, int participants,
                       size_t align, bool packed, MemoryPlan& plan);
+
+// The MADV_WILLNEED advisors of the packed layers of both precisions (prefetch[0] W8,
+// prefetch[1] W4) and the plan's note; true when prefetch is on for `mode` (kAuto: when
+// more than 1% of the sampled packed layer pages were not resident).
+bool PlanLayerPrefetch(const GgufFile& f, const PackedWeights& packed, LayerPrefetch mode,
+                       std::optional<PagingAdvisor> (&prefetch)[2], MemoryPlan& plan);
 
 }  // namespace ari::runtime

@@ -434,14 +434,13 @@ void FastForward::FeedForwardAndAdd(const LayerWeights& L, const PackedLayer& P,
   for (int64_t i = 0; i < n * dim; ++i) b_.x[i] += b_.y[i];
 }
 
-Result<float*> FastForward::Run(std::span<const TokenId> tokens, int32_t pos0,
-                                const KvCacheView& kv, PackedPrecision p, const uint8_t* drop_mask,
-                                ThreadPool& pool, int threads) {
+Result<void> FastForward::RunBlocks(std::span<const TokenId> tokens, int32_t pos0,
+                                    const KvCacheView& kv, PackedPrecision p,
+                                    const uint8_t* drop_mask, ThreadPool& pool, int threads) {
   if (auto ok = CheckChunk(tokens, pos0, kv); !ok) return std::unexpected(ok.error());
   const ModelConfig& c = model_->config();
   const ModelWeights& w = model_->weights();
   const int64_t n = static_cast<int64_t>(tokens.size());
-  threads = std::clamp(threads, 1, participants_);
   const int pi = PrecisionIndex(p);
   const int64_t dim = c.dim;
   for (int64_t t = 0; t < n; ++t) w.token_embd.ReadRow(tokens[t], b_.x + t * dim);
@@ -451,6 +450,8 @@ Result<float*> FastForward::Run(std::span<const TokenId> tokens, int32_t pos0,
     const PackedLayer& P = packed_->layers[pi][static_cast<size_t>(l)];
     // One madvise per layer; a failure only costs speed (no error text is built).
     if (prefetch != nullptr && l + 1 < prefetch->num_layers()) (void)prefetch->PrefetchLayer(l + 1);
+    // A dropped block still projects K and V of its input (the KV cache stays complete,
+    // so lowering the drop level later needs no recomputation; docs/memory.md).
     const bool dropped = drop_mask != nullptr && drop_mask[l] != 0;
     ProjectQkv(L, P, n, pos0, p, dropped, pool, threads);
     StoreKv(l, n, pos0, kv);
@@ -458,60 +459,42 @@ Result<float*> FastForward::Run(std::span<const TokenId> tokens, int32_t pos0,
     AttendAndAdd(l, P, n, pos0, kv, p, pool, threads);
     FeedForwardAndAdd(L, P, n, p, pool, threads);
   }
+  return {};
+}
+
+Result<float*> FastForward::Run(std::span<const TokenId> tokens, int32_t pos0,
+                                const KvCacheView& kv, PackedPrecision p, const uint8_t* drop_mask,
+                                ThreadPool& pool, int threads) {
+  threads = std::clamp(threads, 1, participants_);
+  if (auto ok = RunBlocks(tokens, pos0, kv, p, drop_mask, pool, threads); !ok) {
+    return std::unexpected(ok.error());
+  }
+  const ModelWeights& w = model_->weights();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t dim = model_->config().dim;
   PrepareAct(b_.x + (n - 1) * dim, 1, dim, w.output_norm.F32Row(0), p);
-  const PackedMatrix* ws[1] = {&packed_->classifier[pi]};
+  const PackedMatrix* ws[1] = {&packed_->classifier[PrecisionIndex(p)]};
   float* ys[1] = {b_.logits};
   MatMuls(ws, ys, 1, 1, pool, threads);
   return b_.logits;
 }
 
-}  // namespace ari::runtime
-
-namespace ari::runtime {
-
-Result<void> FastForward::ConvertKv(KvCacheView& kv, KvType to, int32_t positions) const {
-  const ModelConfig& c = model_->config();
-  if (kv.type == to) return {};
-  const size_t from_rb = KvCacheView::RowBytes(c, kv.type);
-  const size_t to_rb = KvCacheView::RowBytes(c, to);
-  if (to_rb > from_rb || (to == KvType::kInt8 && KvCacheView::Int8Group(c) == 0)) {
-    return MakeError(ErrorCode::kUnsupported, "fast forward: KV conversion would grow rows");
+Result<void> FastForward::RunAllLogits(std::span<const TokenId> tokens, int32_t pos0,
+                                       const KvCacheView& kv, PackedPrecision p,
+                                       const uint8_t* drop_mask, ThreadPool& pool, int threads,
+                                       std::span<float> logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t vocab = model_->config().vocab_size;
+  if (static_cast<int64_t>(logits.size()) < n * vocab) {
+    return MakeError(ErrorCode::kInvalidArgument, "fast forward: logits buffer too small");
   }
-  if (positions < 0 || positions > kv.ctx) {
-    return MakeError(ErrorCode::kInvalidArgument, "fast forward: KV conversion positions");
-  }
-  const int64_t kvd = c.kv_dim();
-  const int64_t g = KvCacheView::Int8Group(c);
-  float* row = b_.k;  // scratch: [max_tokens, kv_dim] floats, kv_dim needed
-  const KernelTable& k = kernels::ActiveKernels();
-  // Row r is read whole into `row` before its new bytes are written, and the new row r ends
-  // at (r + 1) * to_rb <= (r + 1) * from_rb: the start of source row r + 1. Increasing r
-  // therefore never overwrites a row not yet converted.
-  for (void* half : {kv.k, kv.v}) {
-    auto* base = static_cast<std::byte*>(half);
-    for (int32_t l = 0; l < c.n_layers; ++l) {
-      for (int32_t pos = 0; pos < positions; ++pos) {
-        const size_t r = static_cast<size_t>(l) * kv.ctx + static_cast<size_t>(pos);
-        const std::byte* src = base + r * from_rb;
-        if (kv.type == KvType::kF16) {
-          const auto* h = reinterpret_cast<const uint16_t*>(src);
-          for (int64_t i = 0; i < kvd; ++i) row[i] = Fp16ToFp32(h[i]);
-        } else if (kv.type == KvType::kF32) {
-          std::memcpy(row, src, static_cast<size_t>(kvd) * sizeof(float));
-        } else {
-          return MakeError(ErrorCode::kUnsupported, "fast forward: INT8 KV cannot be widened");
-        }
-        std::byte* dst = base + r * to_rb;
-        if (to == KvType::kInt8) {
-          kernels::QuantizeKvInt8(row, kvd, g, reinterpret_cast<int8_t*>(dst),
-                                  reinterpret_cast<float*>(dst + kvd));
-        } else {
-          k.convert_f16(row, kvd, reinterpret_cast<uint16_t*>(dst));
-        }
-      }
-    }
-  }
-  kv.type = to;
+  threads = std::clamp(threads, 1, participants_);
+  if (auto ok = RunBlocks(tokens, pos0, kv, p, drop_mask, pool, threads); !ok) return ok;
+  const int64_t dim = model_->config().dim;
+  PrepareAct(b_.x, n, dim, model_->weights().output_norm.F32Row(0), p);
+  const PackedMatrix* ws[1] = {&packed_->classifier[PrecisionIndex(p)]};
+  float* ys[1] = {logits.data()};
+  MatMuls(ws, ys, 1, n, pool, threads);
   return {};
 }
 

@@ -15,8 +15,10 @@
 // worker does fewer pieces instead of stalling the token; results do not depend on who ran
 // a piece. SwiGLU runs inside the gate/up dispatch on each piece's rows.
 // Only the active precision's packed tensors are read. Layer drop: a dropped block leaves
-// the residual stream unchanged, but its K and V projections still run (cheap with GQA) so
-// the KV cache stays complete if the drop level later falls.
+// the residual stream unchanged, but its input's RmsNorm + K and V projections (+RoPE, KV
+// store) still run, so the KV cache stays complete and the drop level can fall again at
+// any chunk without recomputation. A dropped block therefore saves Q, attention, O and the
+// feed-forward, not its whole time (measured per level: docs/memory.md, "Layer drop").
 // INT8 KV: rows of int8 values + per-head, per-group float scales (runtime/kernels/
 // kv_int8.h); attention reads them directly (scalar reference / AVX2). A live F16/F32
 // cache converts to INT8 in place (ConvertKv): an INT8 row is never larger than an F16
@@ -74,6 +76,13 @@ class FastForward {
                      kernels::PackedPrecision precision, const uint8_t* drop_mask, ThreadPool& pool,
                      int threads);
 
+  // As Run, but the logits of every position into `logits` (row t, vocab floats, after
+  // token t; at least tokens.size() x vocab floats, caller-owned): scoring a text
+  // (perplexity, agreement) in chunks through the packed path. No allocation.
+  Result<void> RunAllLogits(std::span<const TokenId> tokens, int32_t pos0, const KvCacheView& kv,
+                            kernels::PackedPrecision precision, const uint8_t* drop_mask,
+                            ThreadPool& pool, int threads, std::span<float> logits);
+
   // Converts the first `positions` positions of every layer of `kv` to `to` in place
   // (kv.k / kv.v keep their addresses; rows are re-strided from the start of each half,
   // so the target row size must not exceed the source's: F32/F16 -> INT8, F32 -> F16).
@@ -115,6 +124,11 @@ class FastForward {
   void StoreKv(int32_t layer, int64_t n, int32_t pos0, const KvCacheView& kv) const;
   void Attention(int32_t layer, int64_t n, int32_t pos0, const KvCacheView& kv, ThreadPool& pool,
                  int threads) const;
+  // Embedding and every block of Run() (threads already clamped); leaves the residual
+  // stream of the chunk in b_.x.
+  Result<void> RunBlocks(std::span<const TokenId> tokens, int32_t pos0, const KvCacheView& kv,
+                         kernels::PackedPrecision p, const uint8_t* drop_mask, ThreadPool& pool,
+                         int threads);
   // The steps of Run(). A chunk's size, positions, KV type and token ids are usable.
   Result<void> CheckChunk(std::span<const TokenId> tokens, int32_t pos0,
                           const KvCacheView& kv) const;

@@ -8,6 +8,7 @@
 
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
+#include "runtime/model/pack_file.h"
 
 namespace ari::runtime {
 namespace {
@@ -31,6 +32,11 @@ Result<std::unique_ptr<BlockLoop>> BlockLoop::Create(const Model& model, int32_t
   const ModelConfig& c = model.config();
   if (max_tokens <= 0) {
     return MakeError(ErrorCode::kInvalidArgument, "block loop: max_tokens must be > 0");
+  }
+  if (IsPack(model.file())) {  // its fp32 linear weights are not kept
+    return MakeError(ErrorCode::kFormat,
+                     "block loop: the model is a pack; the fp32 reference blocks need the plain "
+                     "GGUF");
   }
   std::unique_ptr<BlockLoop> b(new BlockLoop(model));
   b->max_tokens_ = std::min(max_tokens, c.context_length);

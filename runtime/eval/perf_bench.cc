@@ -259,6 +259,9 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   eo.max_chunk = std::max(max_p, 1);
   eo.max_output = o.n_gen + 1;
   eo.threads = o.threads;
+  // --precision reference: the plain file's fp32 path (never a pack's W8A16 in its place).
+  eo.plain_gguf =
+      o.precision == Precision::kReference ? PlainGguf::kReference : PlainGguf::kAutoPack;
   const auto t0 = Clock::now();
   auto eng = Engine::Create(eo);
   if (!eng) return std::unexpected(eng.error());

@@ -7,8 +7,10 @@
 #include <string>
 
 #include "runtime/eval/block_loop.h"
+#include "runtime/eval/packed_scorer.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
+#include "runtime/model/pack_file.h"
 #include "runtime/model/session.h"
 
 namespace ari::runtime {
@@ -34,14 +36,47 @@ void Score(std::span<const float> logits, std::span<const TokenId> tokens, int64
 
 }  // namespace
 
-Result<PerplexityResult> ComputePerplexity(const Model& model, std::span<const TokenId> tokens,
-                                           const PerplexityOptions& opts) {
-  const ModelConfig& c = model.config();
+namespace {
+
+// Windows of `window` tokens overlapping by one token; `run` returns a window's logits.
+template <class RunWindow>
+Result<PerplexityResult> ScoreWindows(std::span<const TokenId> tokens, int32_t window,
+                                      int64_t vocab, RunWindow&& run) {
+  PerplexityResult r;
+  r.top1.reserve(tokens.size());
+  double nll_sum = 0.0;
+  const size_t step = static_cast<size_t>(window) - 1;  // windows overlap by one token
+  for (size_t s = 0; s + 1 < tokens.size(); s += step) {
+    const auto chunk = tokens.subspan(s, std::min<size_t>(window, tokens.size() - s));
+    Result<std::span<const float>> logits = run(chunk);
+    if (!logits) return std::unexpected(logits.error());
+    Score(*logits, chunk, vocab, nll_sum, r);
+  }
+  r.mean_nll = nll_sum / static_cast<double>(r.predictions);
+  r.perplexity = exp(r.mean_nll);
+  return r;
+}
+
+Result<void> CheckText(std::span<const TokenId> tokens, int32_t window) {
   if (tokens.size() < 2) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "perplexity: need at least 2 tokens, got " + std::to_string(tokens.size()));
   }
-  if (opts.window < 2) return MakeError(ErrorCode::kInvalidArgument, "perplexity: window < 2");
+  if (window < 2) return MakeError(ErrorCode::kInvalidArgument, "perplexity: window < 2");
+  return {};
+}
+
+}  // namespace
+
+Result<PerplexityResult> ComputePerplexity(const Model& model, std::span<const TokenId> tokens,
+                                           const PerplexityOptions& opts) {
+  const ModelConfig& c = model.config();
+  if (auto ok = CheckText(tokens, opts.window); !ok) return std::unexpected(ok.error());
+  if (IsPack(model.file())) {
+    return MakeError(ErrorCode::kFormat,
+                     "perplexity: the model is a pack (no fp32 weights); the reference path "
+                     "needs the plain GGUF, a pack is scored by ComputePackedPerplexity");
+  }
   const int32_t window = std::min(opts.window, c.context_length);
   const bool own_loop = opts.use_block_loop || !opts.skip_layers.empty();
   std::unique_ptr<BlockLoop> loop;
@@ -59,25 +94,22 @@ Result<PerplexityResult> ComputePerplexity(const Model& model, std::span<const T
     if (!s) return std::unexpected(s.error());
     session = std::move(*s);
   }
-  PerplexityResult r;
-  r.top1.reserve(tokens.size());
-  double nll_sum = 0.0;
-  const size_t step = static_cast<size_t>(window) - 1;  // windows overlap by one token
-  for (size_t s = 0; s + 1 < tokens.size(); s += step) {
-    const auto chunk = tokens.subspan(s, std::min<size_t>(window, tokens.size() - s));
-    Result<std::span<const float>> logits;
-    if (own_loop) {
-      logits = loop->Run(chunk, opts.skip_layers, /*want_logits=*/true);
-    } else {
-      session->Reset();
-      logits = Forward(*session, chunk);
-    }
-    if (!logits) return std::unexpected(logits.error());
-    Score(*logits, chunk, c.vocab_size, nll_sum, r);
-  }
-  r.mean_nll = nll_sum / static_cast<double>(r.predictions);
-  r.perplexity = exp(r.mean_nll);
-  return r;
+  return ScoreWindows(tokens, window, c.vocab_size,
+                      [&](std::span<const TokenId> chunk) -> Result<std::span<const float>> {
+                        if (own_loop) return loop->Run(chunk, opts.skip_layers, true);
+                        session->Reset();
+                        return Forward(*session, chunk);
+                      });
+}
+
+Result<PerplexityResult> ComputePackedPerplexity(PackedScorer& scorer,
+                                                 std::span<const TokenId> tokens,
+                                                 kernels::PackedPrecision precision) {
+  const int32_t window = scorer.window();
+  if (auto ok = CheckText(tokens, window); !ok) return std::unexpected(ok.error());
+  return ScoreWindows(tokens, window, scorer.vocab_size(), [&](std::span<const TokenId> chunk) {
+    return scorer.Score(chunk, precision);
+  });
 }
 
 double Top1Agreement(std::span<const TokenId> a, std::span<const TokenId> b) {

@@ -60,6 +60,9 @@ Result<void> HashRange(int fd, uint64_t off, uint64_t n, std::vector<unsigned ch
 // Closes the descriptor on every path.
 struct Fd {
   int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }

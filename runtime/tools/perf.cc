@@ -10,6 +10,15 @@
 
 #include "runtime/eval/perf_bench.h"
 
+namespace {
+void Usage(FILE* f) {
+  std::fprintf(f,
+               "usage: ari-perf -m MODEL.gguf [--precision w8a16|w4a8|reference] [-t 2]\n"
+               "                [-p 64,128] [-n 64] [-r 5] [--json] [--bw-mib 512]\n"
+               "  --bw-mib 0 skips the bandwidth probe\n");
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace ari::runtime;
   BenchOptions o;
@@ -17,6 +26,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "-h" || a == "--help") {
+      Usage(stdout);
+      return 0;
+    }
     if (a == "--json") {
       json = true;
       continue;
@@ -52,7 +65,7 @@ int main(int argc, char** argv) {
     }
   }
   if (o.model.empty()) {
-    std::fprintf(stderr, "usage: ari-perf -m model.gguf ...\n");
+    Usage(stderr);
     return 2;
   }
   auto r = RunModelBench(o);

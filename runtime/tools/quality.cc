@@ -2,7 +2,13 @@
 // teacher forced over one token sequence (one token per step, as in decoding).
 //
 //   ari-quality --ref plain.gguf --pack plain.pack.gguf [-f text.txt | --ids a,b,c]
-//               [-n 256] [--threads 1] [--kv f16|f32] [--greedy N] [--alt other.gguf]
+//               [-n 256] [--threads 1] [--kv f16|f32|int8] [--drop K] [--greedy N]
+//               [--alt other.gguf]
+//
+// --ref must be a plain GGUF (the fp32 reference path reads its weights) and --pack a pack
+// (ari-pack): either the other way round is refused, never read as garbage. --drop K runs
+// the packed paths at layer drop level K (the pack's drop order); the fp32 row stays the
+// full model, so agreement then measures precision and drop together.
 //
 // The sequence: the tokenized text (BOS first when the tokenizer has one), or the given
 // ids, or (neither) a deterministic pseudo-random id sequence (random-weight models). It is
@@ -30,6 +36,7 @@
 
 #include "runtime/core/thread_pool.h"
 #include "runtime/engine/fast_forward.h"
+#include "runtime/eval/layer_calibration.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
 #include "runtime/model/pack_file.h"
@@ -75,15 +82,21 @@ using Checked = std::expected<T, std::string>;
 
 struct QualityArgs {
   std::string ref_path, pack_path, text_path, ids_arg, alt_path;
-  int n = 256, threads = 1, greedy = 0;
+  int n = 256, threads = 1, greedy = 0, drop = 0;
   KvType kvt = KvType::kF16;
 };
+
+constexpr const char* kUsage =
+    "usage: ari-quality --ref PLAIN.gguf --pack PACK.gguf [-f TEXT | --ids a,b,c] [-n 256]\n"
+    "                   [--threads 1] [--kv f16|f32|int8] [--drop K] [--greedy N]\n"
+    "                   [--alt OTHER.gguf]\n";
 
 Checked<QualityArgs> ParseArgs(int argc, char** argv) {
   QualityArgs o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "-h" || a == "--help") return std::unexpected(std::string("help"));
     if (!v) {
       return std::unexpected(std::string(a) +
                              " needs a value (see the header of runtime/tools/quality.cc)");
@@ -105,14 +118,19 @@ Checked<QualityArgs> ParseArgs(int argc, char** argv) {
       o.alt_path = v;
     else if (a == "--threads")
       o.threads = std::max(1, std::atoi(v));
-    else if (a == "--kv")
-      o.kvt = std::string_view(v) == "f32" ? KvType::kF32 : KvType::kF16;
+    else if (a == "--drop")
+      o.drop = std::max(0, std::atoi(v));
+    else if (a == "--kv" && std::string_view(v) == "f32")
+      o.kvt = KvType::kF32;
+    else if (a == "--kv" && std::string_view(v) == "f16")
+      o.kvt = KvType::kF16;
+    else if (a == "--kv" && std::string_view(v) == "int8")
+      o.kvt = KvType::kInt8;
     else
       return std::unexpected("unknown flag " + std::string(a));
   }
   if (o.ref_path.empty() || o.pack_path.empty()) {
-    return std::unexpected(
-        "usage: ari-quality --ref plain.gguf --pack pack.gguf [-f text | --ids ..] [-n 256]");
+    return std::unexpected(std::string(kUsage));
   }
   return o;
 }
@@ -158,13 +176,15 @@ class Paths {
       if (!r) return std::unexpected(r.error());
       return r->data();
     }
-    return ff_[path - 1].Run(one, pos, kv_[path - 1], kPrecs[path - 1], nullptr, *pool_, threads_);
+    return ff_[path - 1].Run(one, pos, kv_[path - 1], kPrecs[path - 1], drop_mask_.data(), *pool_,
+                             threads_);
   }
 
  private:
   static constexpr kernels::PackedPrecision kPrecs[2] = {kernels::PackedPrecision::kW8,
                                                          kernels::PackedPrecision::kW4};
   int threads_ = 1;
+  std::vector<uint8_t> drop_mask_;  // [n_layers], 1 = block dropped (packed paths)
   std::optional<PackedWeights> packed_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Session> sess_;
@@ -184,6 +204,15 @@ Checked<std::unique_ptr<Paths>> Paths::Open(const QualityArgs& o, const Model& r
   auto packed = BindPack(pm.file(), c);
   if (!packed) return std::unexpected(packed.error().ToString());
   ps->packed_ = std::move(*packed);
+  ps->drop_mask_.assign(static_cast<size_t>(c.n_layers), 0);
+  if (o.drop > 0) {
+    if (ps->packed_->layer_importance.empty()) {
+      return std::unexpected("--drop needs a pack with layer importance (ari-pack --calibrate)");
+    }
+    for (int32_t l : DropOrder(ps->packed_->layer_importance, o.drop)) {
+      ps->drop_mask_[static_cast<size_t>(l)] = 1;
+    }
+  }
   auto pool = ThreadPool::Create(threads);
   if (!pool) return std::unexpected(pool.error().ToString());
   ps->pool_ = std::move(*pool);
@@ -207,6 +236,9 @@ Checked<std::unique_ptr<Paths>> Paths::Open(const QualityArgs& o, const Model& r
   if (!o.alt_path.empty()) {
     auto am = Model::Load(o.alt_path, lo);
     if (!am) return std::unexpected(am.error().ToString());
+    if (IsPack((*am)->file())) {
+      return std::unexpected("--alt " + o.alt_path + " is a pack: it runs the reference path");
+    }
     ps->alt_model_ = std::move(*am);
     if (ps->alt_model_->config().vocab_size != c.vocab_size) {
       return std::unexpected("alt: vocab size differs");
@@ -294,8 +326,9 @@ Checked<void> TeacherForce(Paths& paths, const std::vector<TokenId>& seq, int vo
 }
 
 void PrintTable(const QualityArgs& o, size_t tokens, const Stats (&st)[4], int n_paths) {
-  std::printf("model %s (pack %s), %zu tokens, KV %s, threads %d\n", o.ref_path.c_str(),
-              o.pack_path.c_str(), tokens, std::string(KvTypeName(o.kvt)).c_str(), o.threads);
+  std::printf("model %s (pack %s), %zu tokens, KV %s, threads %d, packed paths at drop %d\n",
+              o.ref_path.c_str(), o.pack_path.c_str(), tokens,
+              std::string(KvTypeName(o.kvt)).c_str(), o.threads, o.drop);
   std::printf(
       "| precision | perplexity | mean NLL (nats) | logits NMSE mean | NMSE max | top-1 agreement "
       "|\n");
@@ -315,8 +348,23 @@ void PrintTable(const QualityArgs& o, size_t tokens, const Stats (&st)[4], int n
 
 }  // namespace
 
+// --ref must be a plain GGUF and --pack a pack (never one read as the other).
+Checked<void> CheckKinds(const QualityArgs& o, const Model& ref, const Model& pm) {
+  if (IsPack(ref.file())) {
+    return std::unexpected("--ref " + o.ref_path +
+                           " is a pack: the fp32 reference path needs the plain GGUF it was "
+                           "made from");
+  }
+  if (!IsPack(pm.file())) {
+    return std::unexpected("--pack " + o.pack_path + " is a plain GGUF, not a pack (ari-pack " +
+                           o.pack_path + " OUT.pack.gguf)");
+  }
+  return {};
+}
+
 int main(int argc, char** argv) {
   const auto args = ParseArgs(argc, argv);
+  if (!args && args.error() == "help") return std::fputs(kUsage, stdout), 0;
   if (!args) return Fail(args.error());
   ModelLoadOptions lo;
   lo.require_tokenizer = false;
@@ -324,6 +372,7 @@ int main(int argc, char** argv) {
   if (!ref) return Fail(ref.error().ToString());
   auto pm = Model::Load(args->pack_path, lo);
   if (!pm) return Fail(pm.error().ToString());
+  if (auto k = CheckKinds(*args, **ref, **pm); !k) return Fail(k.error());
   const ModelConfig& c = (*pm)->config();
   const int vocab = c.vocab_size;
   if ((*ref)->config().vocab_size != vocab) return Fail("vocab sizes differ");

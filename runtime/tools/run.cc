@@ -300,6 +300,44 @@ struct RunArgs {
   EngineRun er;
 };
 
+// The engine's flags (--memory-plan, --reference, -t, --pack-cache, --precision, --slots,
+// --kv, --prefetch); true when `a` is one with a good value (i then past its value).
+bool ParseEngineFlag(std::string_view a, int argc, char** argv, int& i, EngineRun& er) {
+  const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+  const std::string_view val = v != nullptr ? v : "";
+  double num = 0;
+  const bool number = v != nullptr && ParseNumber(v, num);
+  if (a == "--memory-plan") {
+    er.print_plan = true;
+    return true;
+  }
+  if (a == "--reference") {
+    er.reference = true;
+    return true;
+  }
+  if ((a == "-t" || a == "--threads") && number && num >= 1) {
+    er.threads = static_cast<int32_t>(num);
+  } else if (a == "--slots" && number) {
+    er.slots = static_cast<int32_t>(num);
+  } else if (a == "--pack-cache" && v != nullptr) {
+    er.pack_cache = v;
+  } else if (a == "--precision" && (val == "auto" || val == "w8a16" || val == "w4a8")) {
+    er.precision = val == "w8a16"  ? PrecisionArg::kW8A16
+                   : val == "w4a8" ? PrecisionArg::kW4A8
+                                   : PrecisionArg::kAuto;
+  } else if (a == "--kv" && (val == "f16" || val == "int8")) {
+    er.kv = val == "int8" ? rt::KvType::kInt8 : rt::KvType::kF16;
+  } else if (a == "--prefetch" && (val == "auto" || val == "on" || val == "off")) {
+    er.prefetch = val == "on"    ? rt::LayerPrefetch::kOn
+                  : val == "off" ? rt::LayerPrefetch::kOff
+                                 : rt::LayerPrefetch::kAuto;
+  } else {
+    return false;
+  }
+  ++i;
+  return true;
+}
+
 // The exit code when the tool stops here (--help: 0, bad usage: 1); nullopt to go on.
 std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
   rt::SamplingParams& sp = o.sp;
@@ -353,35 +391,8 @@ std::optional<int> ParseArgs(int argc, char** argv, RunArgs& o) {
       o.chat.enabled = true;
     } else if (a == "--info") {
       o.info = true;
-    } else if (a == "--memory-plan") {
-      o.er.print_plan = true;
-    } else if (a == "--reference") {
-      o.er.reference = true;
-    } else if ((a == "-t" || a == "--threads") && number() && num >= 1) {
-      o.er.threads = static_cast<int32_t>(num);
-    } else if (a == "--pack-cache" && has_value) {
-      o.er.pack_cache = argv[++i];
-    } else if (a == "--precision" && has_value &&
-               (std::string_view(argv[i + 1]) == "auto" ||
-                std::string_view(argv[i + 1]) == "w8a16" ||
-                std::string_view(argv[i + 1]) == "w4a8")) {
-      const std::string_view v = argv[++i];
-      o.er.precision = v == "w8a16"  ? PrecisionArg::kW8A16
-                       : v == "w4a8" ? PrecisionArg::kW4A8
-                                     : PrecisionArg::kAuto;
-    } else if (a == "--slots" && number()) {
-      o.er.slots = static_cast<int32_t>(num);
-    } else if (a == "--kv" && has_value &&
-               (std::string_view(argv[i + 1]) == "f16" ||
-                std::string_view(argv[i + 1]) == "int8")) {
-      o.er.kv = std::string_view(argv[++i]) == "int8" ? rt::KvType::kInt8 : rt::KvType::kF16;
-    } else if (a == "--prefetch" && has_value &&
-               (std::string_view(argv[i + 1]) == "auto" || std::string_view(argv[i + 1]) == "on" ||
-                std::string_view(argv[i + 1]) == "off")) {
-      const std::string_view v = argv[++i];
-      o.er.prefetch = v == "on"    ? rt::LayerPrefetch::kOn
-                      : v == "off" ? rt::LayerPrefetch::kOff
-                                   : rt::LayerPrefetch::kAuto;
+    } else if (ParseEngineFlag(a, argc, argv, i, o.er)) {
+      continue;
     } else {
       Usage(stderr);
       return Fail("unknown argument or missing/bad value: '" + std::string(a) + "'");

@@ -42,8 +42,8 @@ struct Args {
   double celsius = -1000;  // preempt: fixed temperature (thermal band); unset = no sensor
 };
 
-void Usage() {
-  std::fprintf(stderr,
+void Usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: ari-bench -m MODEL [--precision w8a16|w4a8] [-t THREADS] [-p 64,128]\n"
                "                 [-n TOKENS] [-r REPS] [--json]\n"
                "       ari-bench -m MODEL --scenario preempt [--prompt 1024] [-r REPS]\n"
@@ -487,6 +487,12 @@ int ModelBench(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help") {
+      Usage(stdout);
+      return 0;
+    }
+  }
   if (!ParseArgs(argc, argv, a)) {
     Usage();
     return 2;

@@ -2,7 +2,12 @@
 // (sim/tune.h has the objective and the search; docs/tuning.md a walk-through).
 //
 //   ari-tune --logs a.pb [b.pb ...] --space space.textproto [--budget N] [--seed S]
-//            [--policy START.textproto] [--cost COST.json] [--threads 2] [-o OUT.textproto]
+//            [--policy START.textproto] [--cost COST.json] [--quality TABLE.json]
+//            [--threads 2] [-o OUT.textproto]
+//
+// --quality: the model's measured quality table (ari-ppl --table K --json TABLE.json, e.g.
+// config/quality/stories260K.json); the quality term is then measured, per token, at the
+// precision and drop level it ran at (sim/quality_table.h). Without it: the proxy.
 //
 // Prints the start and best scores, a Pareto table and the diff of the best policy
 // against the start; writes the best policy (valid policy text) to OUT and the diff to
@@ -19,22 +24,23 @@
 #include "qos/shipped_config.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
+#include "sim/quality_table.h"
 #include "sim/tune.h"
 
 namespace {
 
 constexpr int kOk = 0, kError = 1, kUsage = 2;
 
-void Usage() {
+void Usage(FILE* out = stderr) {
   std::fputs(
       "usage: ari-tune --logs A.pb [B.pb ...] [--space SPACE.textproto] [--budget N] [--seed S]\n"
       "                [--policy START.textproto] [--cost COST.json] [--threads 2]\n"
-      "                [-o OUT.textproto]\n"
+      "                [--quality TABLE.json] [-o OUT.textproto]\n"
       "defaults: budget 40, seed 1, the shipped tune_space.textproto and\n"
       "policy_default.textproto (found as qos/shipped_config.h says: $ARI_CONFIG_DIR,\n"
       "../share/ari next to the binary, the source tree's config/), the built-in cost\n"
       "model, 2 threads, OUT tuned_policy.textproto\n",
-      stderr);
+      out);
 }
 
 int Fail(const std::string& m) {
@@ -53,8 +59,8 @@ std::string Score(const ari::sim::TuneScore& s) {
 
 struct TuneArgs {
   std::vector<std::string> logs;
-  std::string space_path, policy_path, cost_path,  // empty space/policy: shipped defaults
-      out = "tuned_policy.textproto";
+  // empty space/policy: the shipped defaults
+  std::string space_path, policy_path, cost_path, quality_path, out = "tuned_policy.textproto";
   int budget = 40, threads = 2;
   uint64_t seed = 1;
 };
@@ -64,7 +70,7 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "-h" || a == "--help") return Usage(), kOk;
+    if (a == "-h" || a == "--help") return Usage(stdout), kOk;
     if (a == "--logs") {
       while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0 &&
              std::string(argv[i + 1]) != "-o") {
@@ -84,6 +90,8 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
       o.policy_path = v;
     else if (a == "--cost")
       o.cost_path = v;
+    else if (a == "--quality")
+      o.quality_path = v;
     else if (a == "--threads")
       o.threads = std::atoi(v);
     else if (a == "-o" || a == "--output")
@@ -162,6 +170,18 @@ int main(int argc, char** argv) {
   auto cost = args.cost_path.empty() ? ari::sim::BuiltinCostModel()
                                      : ari::sim::LoadCostModel(args.cost_path);
   if (!cost) return Fail(cost.error().message);
+  std::optional<ari::sim::QualityTable> quality;
+  if (!args.quality_path.empty()) {
+    auto q = ari::sim::LoadQualityTable(args.quality_path);
+    if (!q) return Fail("quality: " + q.error().message);
+    quality = std::move(*q);
+    std::printf("quality term: measured table %s (model %s, agreement with %s)\n",
+                args.quality_path.c_str(), quality->model.c_str(), quality->agreement_with.c_str());
+  } else {
+    std::printf(
+        "quality term: proxy (W4A8 share + 0.1 x layers dropped; --quality TABLE.json "
+        "measures it)\n");
+  }
   auto space = ari::sim::LoadTuneSpace(args.space_path);
   if (!space) return Fail(space.error().message);
   std::vector<ari::drivelog::DriveLog> loaded;
@@ -178,6 +198,7 @@ int main(int argc, char** argv) {
   o.budget = args.budget;
   o.seed = args.seed;
   o.threads = args.threads;
+  o.quality = quality ? &*quality : nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   auto res = ari::sim::Tune(o);
   if (!res) return Fail(res.error().message);

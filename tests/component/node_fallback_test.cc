@@ -98,17 +98,6 @@ struct Serving {
 };
 
 // Every "min_dwell_ms: N" set to 300 ms.
-std::string ShortDwells(std::string text) {
-  const std::string key = "min_dwell_ms: ";
-  for (size_t pos = text.find(key); pos != std::string::npos; pos = text.find(key, pos)) {
-    pos += key.size();
-    size_t end = pos;
-    while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
-    text.replace(pos, end - pos, "300");
-  }
-  return text;
-}
-
 bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {

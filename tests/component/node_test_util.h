@@ -81,6 +81,19 @@ inline std::string DefaultPolicyWith(const std::string& from = "", const std::st
   return text;
 }
 
+// The policy text with every band's min_dwell_ms set to 300 (tests move through bands
+// in seconds, not minutes).
+inline std::string ShortDwells(std::string text) {
+  const std::string key = "min_dwell_ms: ";
+  for (size_t pos = text.find(key); pos != std::string::npos; pos = text.find(key, pos)) {
+    pos += key.size();
+    size_t end = pos;
+    while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+    text.replace(pos, end - pos, "300");
+  }
+  return text;
+}
+
 // Writes node.textproto (+ policy.textproto) into dir; `extra` is appended verbatim.
 inline std::filesystem::path WriteNodeConfig(const std::filesystem::path& dir,
                                              const std::filesystem::path& model,

@@ -1,5 +1,6 @@
 // The scheduler driving the REAL engine on stories260K (converted in-test, packed with
-// ari-pack's WritePack): worker pinning after each core-class switch, preemption
+// ari-pack's WritePack): pinning after each core-class switch (workers read back from the
+// OS, and every chunk's CPUs observed inside its compute: StepInfo::ran), preemption
 // (structure measured on the engine's compute_ns, not wall-clock thresholds), identical
 // resume, precision switch mid-generation, cancel with the real engine.
 #include <dirent.h>
@@ -126,6 +127,21 @@ TEST_F(SchedulerEngine, WorkersRunOnTheChosenCpusAfterEachSwitch) {
     EXPECT_NE(std::find(lists.begin(), lists.end(), c.list), lists.end()) << c.list;
     RunUntilDone(*s, clock, sink, id);
     EXPECT_TRUE(sink.EndedOnce(id, TerminalStatus::kDone));
+    // Inside the computation: every chunk of the request (the calling thread's share
+    // included, all of it when threads = 1) ran on the class's CPUs.
+    uint64_t mask = 0;
+    for (int cpu : c.cpus) mask |= uint64_t{1} << cpu;
+    int chunks = 0;
+    for (const StepInfo& st : sink.steps) {
+      if (st.id != id) continue;
+      ++chunks;
+      EXPECT_EQ(st.knobs.cpu_mask, mask);
+      EXPECT_NE(st.ran.cpus, 0u);
+      EXPECT_EQ(st.ran.cpus & ~mask, 0u) << UrgencyName(c.u) << " ran on " << st.ran.cpus;
+      EXPECT_EQ(st.ran.pin_failures, 0);
+      EXPECT_EQ(st.ran.threads, st.knobs.threads);
+    }
+    EXPECT_GT(chunks, 1);
     ++id;
   }
 }
@@ -355,10 +371,16 @@ TEST_F(SchedulerEngine, PrecisionSwitchMidGenerationContinuesValidly) {
   ASSERT_TRUE(sink.EndedOnce(1, TerminalStatus::kDone));
   const auto& gen = sink.tokens[1];
   ASSERT_GE(gen.size(), 20u);
-  bool saw8 = false, saw4 = false;
-  for (const auto& d : sink.decision_log) {
-    saw8 |= d.knobs.precision == WeightPrecision::kW8A16;
-    saw4 |= d.knobs.precision == WeightPrecision::kW4A8;
+  // What ran, chunk by chunk (the engine's report, not the decision log): W8A16 first,
+  // W4A8 after the switch, each chunk as decided.
+  bool saw8 = false, saw4 = false, switched = false;
+  for (const StepInfo& st : sink.steps) {
+    EXPECT_EQ(st.ran.precision, st.knobs.precision);
+    if (st.ran.precision == runtime::Precision::kW4A8) switched = saw4 = true;
+    if (st.ran.precision == runtime::Precision::kW8A16) {
+      saw8 = true;
+      EXPECT_FALSE(switched) << "back to W8A16 while hot";
+    }
   }
   EXPECT_TRUE(saw8 && saw4);
   // Valid continuation: teacher-forced on the fp32 reference model, each token after the

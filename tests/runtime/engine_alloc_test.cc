@@ -2,16 +2,35 @@
 // precision, thread-count and ISA switches, INT8 KV decode, the in-place F16 -> INT8 slot
 // conversion and context-cap shrinks, counted by tests/common/counting_allocator.h.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include "runtime/engine/engine.h"
+#include "runtime/eval/packed_scorer.h"
+#include "runtime/model/model.h"
+#include "runtime/model/pack_file.h"
 #include "tests/common/counting_allocator.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {
 namespace {
 
+// CPUs < 64 this process may run on: the knobs' cpu_mask switches between the first one
+// and all of them (re-pinning the workers and the calling thread must not allocate).
+uint64_t AllowedMask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  uint64_t m = 0;
+  for (int c = 0; c < 64; ++c) {
+    if (CPU_ISSET(c, &set)) m |= uint64_t{1} << c;
+  }
+  return m;
+}
+
 void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) {
   const kernels::IsaTier tiers[] = {kernels::IsaTier::kScalar, kernels::IsaTier::kAvx512Vnni};
+  const uint64_t all = AllowedMask();
+  const uint64_t masks[] = {all & (~all + 1), all};  // lowest allowed CPU, all of them
   for (int t = 0; t < turns; ++t) {
     TurnSpec ts;
     ts.prompt = prompt;
@@ -28,11 +47,13 @@ void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) 
       k.precision = (c % 2) ? Precision::kW4A8 : Precision::kW8A16;
       k.threads = 1 + c % 2;
       k.max_isa = tiers[c % 2];
+      k.cpu_mask = masks[(c / 2) % 2];
       k.prefill_tokens = 3;
       k.decode_tokens = 5;
       k.greedy_only = (c % 3) == 0;
       auto r = e.RunChunk(0, k);
       ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->pin_failures, 0);
       if (r->finished) break;
     }
   }
@@ -116,6 +137,44 @@ TEST(EngineAlloc, NoHeapAllocationAfterWarmUp) {
     EXPECT_EQ(allocations.count(), 0) << path;
   }
   (void)kernels::SetMaxIsaTier(kernels::BestIsaTier());
+}
+
+}  // namespace
+}  // namespace ari::runtime
+
+namespace ari::runtime {
+namespace {
+
+// PackedScorer::Score (ari-ppl's packed path): no allocation after Create, at both packed
+// precisions, with and without dropped blocks, for windows of every length up to its own.
+TEST(EngineAlloc, PackedScorerScoresWithoutAllocation) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  PackOptions po;
+  po.layer_importance = {0.3f, 0.2f, 0.1f, 0.15f, 0.3f};
+  const auto& mp = testing::Stories260K(po, "s260k-imp");
+  ASSERT_TRUE(mp.ok);
+  auto m = Model::Load(mp.pack);
+  ASSERT_TRUE(m);
+  ScorerOptions so;
+  so.window = 32;
+  so.threads = 2;
+  auto sc = PackedScorer::Create(**m, so);
+  ASSERT_TRUE(sc) << sc.error().ToString();
+  std::vector<TokenId> toks(32);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<TokenId>(1 + (i * 37) % 500);
+  for (int32_t level : {0, 2}) {
+    ASSERT_TRUE((*sc)->SetDropLevel(level));
+    ASSERT_TRUE((*sc)->Score(toks, kernels::PackedPrecision::kW8));  // warm-up
+    testing::CountAllocations allocations;
+    for (auto p : {kernels::PackedPrecision::kW8, kernels::PackedPrecision::kW4}) {
+      for (size_t n : {size_t{1}, size_t{7}, size_t{32}}) {
+        auto r = (*sc)->Score(std::span<const TokenId>(toks).first(n), p);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->size(), n * static_cast<size_t>((*m)->config().vocab_size));
+      }
+    }
+    EXPECT_EQ(allocations.count(), 0) << "drop level " << level;
+  }
 }
 
 }  // namespace

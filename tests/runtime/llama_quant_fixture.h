@@ -192,11 +192,13 @@ inline const QuantFiles& LlamaQuantFiles() {
   return q;
 }
 
+// NOLINTBEGIN(bugprone-macro-parentheses): `var` names the variable it declares
 #define ARI_REQUIRE_LLAMA_QUANT(var)                                               \
   const auto& var = ::ari::testing::LlamaQuantFiles();                             \
   if (!var.ok) {                                                                   \
     if (var.skip.find("not found") != std::string::npos) GTEST_SKIP() << var.skip; \
     FAIL() << var.skip;                                                            \
   }
+// NOLINTEND(bugprone-macro-parentheses)
 
 }  // namespace ari::testing

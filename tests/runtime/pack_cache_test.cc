@@ -167,7 +167,7 @@ TEST(PackCache, FolderThatFillsUpIsAClearErrorAndLeavesNoFile) {
   ::close(fds[1]);
   std::string msg;
   char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(n));
+  for (ssize_t n = 0; (n = ::read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(n));
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);

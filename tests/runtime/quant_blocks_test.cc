@@ -205,8 +205,8 @@ TEST(QuantBlocksTest, Q6_K) {
     for (int e = 0; e < 256; ++e) {
       const int q = (e * 7 + e / 16 + k) % 64;
       PutQ6(b[k], e, q);
-      want[256 * k + e] =
-          d[k] * static_cast<float>(b[k].scales[e / 16]) * static_cast<float>(q - 32);
+      const int8_t scale = b[k].scales[e / 16];
+      want[256 * k + e] = d[k] * static_cast<float>(scale) * static_cast<float>(q - 32);
     }
   }
   const auto got = Dequant(TensorType::kQ6_K, b, 512);

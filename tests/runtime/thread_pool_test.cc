@@ -112,6 +112,44 @@ TEST(ThreadPool, ReportsPinningFailures) {
   auto r = (*pool)->SetCpus(std::vector<int>{1000});
   EXPECT_FALSE(r.has_value());
   EXPECT_FALSE((*pool)->Pinning().failures.empty());
+  EXPECT_EQ((*pool)->pin_failures(), 1);
+  EXPECT_FALSE((*pool)->PinCaller().has_value());     // the same refused set
+  EXPECT_TRUE((*pool)->RestoreCaller().has_value());  // nothing was pinned: a no-op
+}
+
+void Spin(void*, int, int) {
+  volatile int x = 0;
+  for (int i = 0; i < 100000; ++i) x = x + i;
+}
+void SpinUnit(void*, int64_t, int) { Spin(nullptr, 0, 1); }
+
+// Every participant notes the CPU it computed on; the caller is confined by PinCaller.
+TEST(ThreadPool, ObservesTheCpusItsParticipantsRanOn) {
+  const std::vector<int> cpus = AllowedCpus();
+  if (cpus.size() < 2 || cpus[1] >= 63) GTEST_SKIP() << "needs 2 CPUs below 63";
+  auto pool = ThreadPool::Create(2);
+  ASSERT_TRUE(pool.has_value());
+  ThreadPool& p = **pool;
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  for (int c : {cpus[0], cpus[1]}) {
+    ASSERT_TRUE(p.SetCpus(std::vector<int>{c}).has_value());
+    ASSERT_TRUE(p.PinCaller().has_value());
+    EXPECT_EQ(p.TakeObserved().cpus, 0u);  // nothing ran yet
+    for (int rep = 0; rep < 20; ++rep) {
+      p.Run(&Spin, nullptr, 2);
+      p.RunUnits(&SpinUnit, nullptr, 8, 2);
+      p.Run(&Spin, nullptr, 1);
+    }
+    const ThreadPool::Observed o = p.TakeObserved();
+    EXPECT_EQ(o.cpus, uint64_t{1} << c);
+    EXPECT_EQ(o.participants, 2);  // the static Run waits for the worker: it always joins
+    ASSERT_TRUE(p.RestoreCaller().has_value());
+    cpu_set_t now;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(now), &now), 0);
+    EXPECT_TRUE(CPU_EQUAL(&before, &now));
+  }
+  EXPECT_EQ(p.pin_failures(), 0);
 }
 
 }  // namespace

@@ -108,3 +108,54 @@ TEST(CostModel, ClearErrors) {
 
 }  // namespace
 }  // namespace ari::sim
+
+namespace ari::sim {
+namespace {
+
+// A measured layer_drop_cost table replaces the "dropped blocks are free" assumption.
+TEST(CostModel, MeasuredLayerDropCost) {
+  auto m = ParseCostModelJson(R"({"format": "ari-sim-cost-1", "layers": 10,
+      "layer_drop_cost": {"layers": 5, "source": "test", "prefill": [1, 0.9, 0.8, 0.7],
+                          "decode": [1, 0.95, 0.9, 0.85]},
+      "entries": [{"precision": "w8a16", "threads": 1, "isa": "avx2", "layer_drop": 0,
+                   "prefill_tps": 100, "decode_tps": 10}]})");
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  using runtime::ChunkPhase;
+  // The table was measured on 5 blocks, the model has 10: level 2 here = level 1 there.
+  EXPECT_NEAR(m->DropFactor(ChunkPhase::kDecode, 2), 0.95, 1e-12);
+  EXPECT_NEAR(m->DropFactor(ChunkPhase::kDecode, 3), 0.925, 1e-12);  // interpolated
+  EXPECT_NEAR(m->DropFactor(ChunkPhase::kPrefill, 2), 0.9, 1e-12);
+  EXPECT_NEAR(m->DropFactor(ChunkPhase::kPrefill, 8), 0.6, 1e-12);  // last step extrapolated
+  EXPECT_DOUBLE_EQ(m->DropFactor(ChunkPhase::kDecode, 0), 1.0);
+  runtime::ChunkKnobs k;
+  k.threads = 1;
+  k.max_isa = runtime::kernels::IsaTier::kAvx2;
+  k.layer_drop = 2;
+  EXPECT_NEAR(m->ChunkSeconds(k, ChunkPhase::kDecode, 4, false), 0.4 * 0.95, 1e-9);
+  // Without the table: whole blocks free ((10 - 2) / 10).
+  CostModel plain = *m;
+  plain.drop_cost_prefill.clear();
+  plain.drop_cost_decode.clear();
+  EXPECT_NEAR(plain.ChunkSeconds(k, ChunkPhase::kDecode, 4, false), 0.4 * 0.8, 1e-9);
+  // Round trip through JSON keeps the table.
+  auto again = ParseCostModelJson(CostModelToJson(*m));
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->drop_cost_decode, m->drop_cost_decode);
+  EXPECT_EQ(again->drop_cost_layers, 5);
+  // Bad tables are refused with a message.
+  auto bad = ParseCostModelJson(R"({"format": "ari-sim-cost-1",
+      "layer_drop_cost": {"layers": 5, "prefill": [0.9, 0.8], "decode": [1, 0.9]},
+      "entries": [{"precision": "w8a16", "threads": 1, "prefill_tps": 1, "decode_tps": 1}]})");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("layer_drop_cost"), std::string::npos);
+}
+
+TEST(CostModel, BuiltinHasMeasuredDropCost) {
+  auto m = BuiltinCostModel();
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  ASSERT_GE(m->drop_cost_decode.size(), 2u);
+  EXPECT_FALSE(m->drop_cost_source.empty());
+}
+
+}  // namespace
+}  // namespace ari::sim

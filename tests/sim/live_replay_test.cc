@@ -38,7 +38,9 @@ TEST(LiveReplay, RampedLogAgainstRealNode) {
   if (model.empty()) {
     GTEST_SKIP() << "stories260K absent under " << ModelsDir();
   }
-  auto cfg = WriteNodeConfig(dir, model);
+  // The node runs the plain GGUF on the fp32 reference path (asked for: reference_path), so
+  // the test checks a node that cannot switch precision reports so, chunk by chunk.
+  auto cfg = WriteNodeConfig(dir, model, "reference_path: true\n");
   {
     std::ifstream in(cfg);
     std::stringstream ss;
@@ -110,10 +112,37 @@ TEST(LiveReplay, RampedLogAgainstRealNode) {
   EXPECT_NE(first.front().decision.find(normal_text), std::string::npos)  // normal band then
       << first.front().decision;
 
+  // What ran, per chunk: the node serves a plain GGUF, so every chunk with tokens ran the
+  // fp32 reference path, whatever precision the policy decided, and the summary counts
+  // its tokens from what ran (not from the decision text); nothing says W4A8.
+  int64_t traced_tokens = 0;
+  for (const auto& r : report->requests) {
+    for (const auto& c : r.chunk_log) {
+      if (c.terminal) {
+        EXPECT_FALSE(c.has_trace);
+        continue;
+      }
+      ASSERT_TRUE(c.has_trace);
+      EXPECT_EQ(c.ran_precision, "fp32-reference");
+      EXPECT_EQ(c.ran_threads, 1);
+      EXPECT_NE(c.ran_cpus, 0u);
+      EXPECT_EQ(c.ran_cpus & ~c.decided_cpus, 0u);
+      EXPECT_EQ(c.pin_failures, 0);
+      EXPECT_EQ(c.decision.find("W4A8"), std::string::npos) << c.decision;
+      traced_tokens += c.tokens;
+    }
+  }
+  EXPECT_GT(traced_tokens, 0);
+  EXPECT_EQ(report->summary.reference_tokens, traced_tokens);
+  EXPECT_EQ(report->summary.precision_tokens[0] + report->summary.precision_tokens[1], 0);
+  EXPECT_EQ(node.Log().find("W4A8"), std::string::npos) << node.Log();
+  EXPECT_NE(node.Log().find("| ran fp32-reference"), std::string::npos) << node.Log();
+
   // The report (same format as model mode) carries the per-chunk records.
   const std::string json = sim::ReportToJson(*report);
   EXPECT_NE(json.find("\"mode\":\"live\""), std::string::npos);
   EXPECT_NE(json.find("\"chunk_log\":[{"), std::string::npos);
+  EXPECT_NE(json.find("\"ran\":{\"precision\":\"fp32-reference\""), std::string::npos);
   EXPECT_EQ(json.find("nan"), std::string::npos);
   EXPECT_NE(sim::ReportToHtml(*report).find("<canvas"), std::string::npos);
   std::filesystem::remove_all(dir);

@@ -139,5 +139,34 @@ TEST_F(ReplayCli, TuneWritesValidPolicyAndDiff) {
   EXPECT_TRUE(qos::LoadPolicyFile(dflt).has_value());
 }
 
+// --quality: the measured table of config/quality/ becomes the quality term; a file that
+// is not a quality table is an error naming it.
+TEST_F(ReplayCli, TuneReadsTheMeasuredQualityTable) {
+  const auto log = Tmp() / "heat_q.pb", out = Tmp() / "tuned_q.textproto";
+  ASSERT_EQ(Exec(Bin("ari-sim"),
+                 "gen --scenario summer-heat-soak --duration 3m --seed 2 -o " + log.string())
+                .code,
+            0);
+  const std::string args = "--logs " + log.string() +
+                           " --space config/tune_space.textproto --budget 2 -o " + out.string();
+  CliRun proxy = Exec(Bin("ari-tune"), args);
+  CliRun measured = Exec(Bin("ari-tune"), args + " --quality config/quality/stories260K.json");
+  ASSERT_EQ(proxy.code, 0) << proxy.err;
+  ASSERT_EQ(measured.code, 0) << measured.err;
+  EXPECT_NE(proxy.out.find("quality term: proxy"), std::string::npos) << proxy.out;
+  EXPECT_NE(measured.out.find("quality term: measured table"), std::string::npos) << measured.out;
+  auto loss = [](const std::string& o) {
+    const size_t at = o.find("start: ");
+    const size_t q = o.find("quality loss ", at);
+    return q == std::string::npos ? -1.0 : std::stod(o.substr(q + 13));
+  };
+  EXPECT_GT(loss(proxy.out), 0);
+  EXPECT_GT(loss(measured.out), 0);
+  EXPECT_NE(loss(proxy.out), loss(measured.out));
+  CliRun bad = Exec(Bin("ari-tune"), args + " --quality config/tune_space.textproto");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("tune_space.textproto"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace ari::sim

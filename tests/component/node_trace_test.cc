@@ -1,0 +1,113 @@
+// What ran, over DDS: an ari-node on a stories260K PACK streams TokenChunks whose trace
+// (has_trace, decided, ran, ran_threads_observed, pin_failures) says what the engine ran
+// next to what the governor decided, knob by knob; NodeStatus says the model can switch
+// precision; the node log has one what-ran line per chunk. (The plain-GGUF side: the
+// live replay test, tests/sim/live_replay_test.cc.)
+#include <gtest/gtest.h>
+
+#include "component/client/chunk_trace_text.h"
+#include "component/client/client.h"
+#include "runtime/kernels/cpu_features.h"
+#include "runtime/model/pack_file.h"
+#include "tests/component/node_test_util.h"
+
+namespace ari::testing {
+namespace {
+
+namespace dds = component::dds;
+using namespace std::chrono_literals;
+
+// The highest tier this CPU supports at or below the decided ceiling.
+int ExpectedIsa(int ceiling) {
+  int best = 0;
+  for (auto t : runtime::kernels::SupportedIsaTiers()) {
+    if (static_cast<int>(t) <= ceiling) best = static_cast<int>(t);
+  }
+  return best;
+}
+
+TEST(NodeTrace, EveryChunkOverDdsSaysWhatRanNextToWhatWasDecided) {
+  const auto dir = TempDir("node_trace");
+  const auto plain = Stories260K(dir);
+  if (plain.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
+  const auto pack = dir / "stories260K.pack.gguf";
+  ASSERT_TRUE(runtime::WritePack(plain, pack).has_value());
+  const auto cfg = WriteNodeConfig(dir, pack);
+  {  // two pool participants, so the governor's x2 decisions can run as decided
+    std::ifstream in(cfg);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    text.replace(text.find("threads: 1"), 10, "threads: 2");
+    std::ofstream(cfg) << text;
+  }
+  NodeProcess node;
+  ASSERT_TRUE(node.Start(cfg, dir / "node.log"));
+  dds::DomainOptions d;
+  d.domain_id = static_cast<uint32_t>(TestDomainId());
+  d.config = LoopbackConfigUri();
+  auto dom = dds::Domain::Create(d);
+  ASSERT_TRUE(dom.has_value()) << dom.error().ToString();
+  component::ClientOptions co;
+  co.client_id = "trace";
+  co.node_timeout = 20s;
+  auto client = component::Client::Connect(*dom, co);
+  ASSERT_TRUE(client.has_value()) << client.error().ToString();
+  auto status = (*client)->WaitForNode(20s);
+  ASSERT_TRUE(status.has_value()) << node.Log();
+  EXPECT_TRUE(status->can_switch_precision);
+
+  for (ari_Urgency u : {ari_URGENCY_NORMAL, ari_URGENCY_CRITICAL}) {
+    component::AskParams p;
+    p.prompt = "Once upon a time";
+    p.max_tokens = 30;
+    p.urgency = u;
+    auto stream = (*client)->Ask(p);
+    ASSERT_TRUE(stream.has_value()) << stream.error().ToString();
+    int traced = 0;
+    for (;;) {
+      auto c = stream->Next(30s);
+      if (!c) break;
+      SCOPED_TRACE(component::ChunkTraceText(*c));
+      if (c->terminal) {
+        EXPECT_FALSE(c->has_trace);
+        EXPECT_EQ(dds::RawEnum(c->status), ari_STATUS_DONE) << c->message;
+        continue;
+      }
+      ASSERT_TRUE(c->has_trace);
+      ++traced;
+      const ari_KnobTrace& dec = c->decided;
+      const ari_KnobTrace& ran = c->ran;
+      EXPECT_NE(dds::RawEnum(ran.precision), ari_PRECISION_REFERENCE);
+      EXPECT_EQ(dds::RawEnum(ran.precision), dds::RawEnum(dec.precision));
+      EXPECT_EQ(dds::RawEnum(ran.isa), ExpectedIsa(dds::RawEnum(dec.isa)));
+      EXPECT_FALSE(c->isa_refused);
+      EXPECT_EQ(ran.threads, dec.threads);
+      EXPECT_GE(c->ran_threads_observed, 1u);
+      EXPECT_LE(c->ran_threads_observed, ran.threads);
+      EXPECT_NE(ran.cpus, 0u);
+      EXPECT_NE(dec.cpus, 0u);
+      EXPECT_EQ(ran.cpus & ~dec.cpus, 0u);
+      EXPECT_EQ(c->pin_failures, 0u);
+      // The default pack has no layer importance: nothing can be dropped, and says so.
+      EXPECT_EQ(ran.layers_dropped, 0u);
+      if (dds::RawEnum(dec.kv_type) == ari_KV_INT8) {
+        EXPECT_EQ(dds::RawEnum(ran.kv_type), ari_KV_INT8);
+      }
+      EXPECT_FALSE(c->on_fallback);
+    }
+    EXPECT_GT(traced, 0);
+  }
+  EXPECT_EQ(node.Stop(SIGTERM), 0) << node.Log();
+  const std::string log = node.Log();
+  // One what-ran line per chunk in the node log.
+  EXPECT_NE(log.find("| ran W"), std::string::npos) << log;
+  EXPECT_NE(log.find(" | decided W"), std::string::npos) << log;
+  EXPECT_NE(log.find("engine: 0 pin failures, 0 refused CPU sets, 0 refused ISA tiers"),
+            std::string::npos)
+      << log;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ari::testing

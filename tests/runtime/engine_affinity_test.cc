@@ -1,0 +1,189 @@
+// Affinity of every thread that computes a chunk, the caller included, observed from
+// inside the computation (ChunkResult::cpus_ran, sched_getcpu per participant), and
+// pinning failures counted and reported, on a real engine over a stories260K pack.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "runtime/engine/engine.h"
+#include "tests/runtime/engine_fixture.h"
+
+namespace ari::runtime {
+namespace {
+
+// CPUs < 64 this process may run on, as a mask.
+uint64_t AllowedMask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  uint64_t m = 0;
+  for (int c = 0; c < 64; ++c) {
+    if (CPU_ISSET(c, &set)) m |= uint64_t{1} << c;
+  }
+  return m;
+}
+
+// The two lowest allowed CPUs (0 when fewer than two).
+uint64_t NthCpuBit(uint64_t mask, int n) {
+  for (int c = 0; c < 64; ++c) {
+    if ((mask & (uint64_t{1} << c)) && n-- == 0) return uint64_t{1} << c;
+  }
+  return 0;
+}
+
+std::unique_ptr<Engine> MakeEngine(const std::filesystem::path& path) {
+  EngineOptions o;
+  o.model_path = path;
+  o.context_length = 256;
+  o.threads = 2;
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.has_value()) << (e ? "" : e.error().ToString());
+  return e ? std::move(*e) : nullptr;
+}
+
+// Runs one whole turn with `k` on every chunk; checks each chunk's observed CPUs.
+void RunTurnOn(Engine& e, const ChunkKnobs& k, int* chunks) {
+  const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
+  TurnSpec ts;
+  ts.prompt = prompt;
+  ts.max_tokens = 12;
+  ts.keep_context = false;
+  ASSERT_TRUE(e.StartTurn(0, ts).has_value());
+  for (int c = 0; c < 100; ++c) {
+    auto r = e.RunChunk(0, k);
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    ++*chunks;
+    EXPECT_EQ(r->pin_failures, 0);
+    EXPECT_NE(r->cpus_ran, 0u);
+    EXPECT_EQ(r->cpus_ran & ~k.cpu_mask, 0u)
+        << "ran on 0x" << std::hex << r->cpus_ran << ", mask 0x" << k.cpu_mask;
+    EXPECT_GE(r->threads_ran, 1);
+    EXPECT_LE(r->threads_ran, r->threads);
+    EXPECT_EQ(r->threads, e.has_pack() ? k.threads : 1);
+    if (r->finished) break;
+  }
+}
+
+TEST(EngineAffinity, EveryChunkRunsWithinItsCpuMaskCallerIncluded) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const uint64_t allowed = AllowedMask();
+  const uint64_t cpu_a = NthCpuBit(allowed, 0), cpu_b = NthCpuBit(allowed, 1);
+  if (cpu_b == 0) GTEST_SKIP() << "needs 2 CPUs this process may use";
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  for (const auto& path : {mp.pack, mp.plain}) {
+    auto e = MakeEngine(path);
+    ASSERT_TRUE(e);
+    cpu_set_t before;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+    int chunks = 0;
+    for (int32_t threads : {1, 2}) {
+      for (uint64_t mask : {cpu_a, cpu_b, cpu_a, cpu_a | cpu_b}) {
+        ChunkKnobs k;
+        k.cpu_mask = mask;
+        k.threads = threads;
+        k.prefill_tokens = 3;
+        k.decode_tokens = 4;
+        SCOPED_TRACE(::testing::Message() << path << " threads " << threads << " mask " << mask);
+        RunTurnOn(*e, k, &chunks);
+      }
+    }
+    EXPECT_GT(chunks, 8);
+    EXPECT_EQ(e->Counters().pin_failures, 0u);
+    // The calling thread got its own affinity back after every chunk.
+    cpu_set_t after;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+    EXPECT_TRUE(CPU_EQUAL(&before, &after));
+  }
+}
+
+TEST(EngineAffinity, ThreadsOneChunkRunsOnTheMaskedCpuOnly) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const uint64_t allowed = AllowedMask();
+  if (NthCpuBit(allowed, 1) == 0) GTEST_SKIP() << "needs 2 CPUs this process may use";
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  auto e = MakeEngine(mp.pack);
+  ASSERT_TRUE(e);
+  // Every allowed CPU in turn: the whole chunk (the caller alone computes it) runs there.
+  for (int n = 0; n < 4 && NthCpuBit(allowed, n) != 0; ++n) {
+    ChunkKnobs k;
+    k.cpu_mask = NthCpuBit(allowed, n);
+    k.threads = 1;
+    int chunks = 0;
+    RunTurnOn(*e, k, &chunks);
+    EXPECT_GT(chunks, 1);
+  }
+}
+
+TEST(EngineAffinity, PinningFailuresAreCountedAndReported) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const uint64_t allowed = AllowedMask();
+  if (allowed & (uint64_t{1} << 63)) GTEST_SKIP() << "CPU 63 exists here";
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  for (const auto& path : {mp.pack, mp.plain}) {
+    auto e = MakeEngine(path);
+    ASSERT_TRUE(e);
+    const std::vector<TokenId> prompt = {1, 403, 407, 261};
+    TurnSpec ts;
+    ts.prompt = prompt;
+    ts.max_tokens = 4;
+    ASSERT_TRUE(e->StartTurn(0, ts).has_value());
+    ChunkKnobs k;
+    k.cpu_mask = uint64_t{1} << 63;  // no such CPU: the OS refuses every pin
+    k.threads = 2;
+    auto r = e->RunChunk(0, k);
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();  // the chunk still runs
+    // One worker (threads = 2 pool) + the calling thread.
+    EXPECT_EQ(r->pin_failures, 2) << path;
+    EXPECT_NE(r->cpus_ran, 0u);
+    EXPECT_EQ(r->cpus_ran & k.cpu_mask, 0u);  // it ran where the OS let it, and says so
+    EXPECT_EQ(e->Counters().pin_failures, 2u);
+    EXPECT_EQ(e->Counters().cpu_mask_refusals, 1u);
+    EXPECT_FALSE(e->Pinning().failures.empty());
+    // Back to a real CPU: no failure any more.
+    k.cpu_mask = NthCpuBit(allowed, 0);
+    auto ok = e->RunChunk(0, k);
+    ASSERT_TRUE(ok.has_value());
+    EXPECT_EQ(ok->pin_failures, 0);
+    EXPECT_EQ(ok->cpus_ran & ~k.cpu_mask, 0u);
+    EXPECT_EQ(e->Counters().pin_failures, 2u);
+  }
+}
+
+TEST(EngineAffinity, IsaTierOfTheOtherFamilyIsReportedRefused) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  auto e = MakeEngine(mp.pack);
+  ASSERT_TRUE(e);
+  const std::vector<TokenId> prompt = {1, 403, 407, 261};
+  TurnSpec ts;
+  ts.prompt = prompt;
+  ts.max_tokens = 8;
+  ASSERT_TRUE(e->StartTurn(0, ts).has_value());
+#if defined(__aarch64__)
+  const kernels::IsaTier foreign = kernels::IsaTier::kAvx2;
+#else
+  const kernels::IsaTier foreign = kernels::IsaTier::kNeon;
+#endif
+  ChunkKnobs k;
+  k.max_isa = kernels::IsaTier::kScalar;
+  auto r = e->RunChunk(0, k);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(r->isa_refused);
+  EXPECT_EQ(r->isa, kernels::IsaTier::kScalar);
+  k.max_isa = foreign;
+  r = e->RunChunk(0, k);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->isa_refused);
+  EXPECT_EQ(r->isa, kernels::IsaTier::kScalar);  // the tier in force stays, reported
+  EXPECT_EQ(e->Counters().isa_refusals, 1u);
+  ASSERT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
+}
+
+}  // namespace
+}  // namespace ari::runtime
