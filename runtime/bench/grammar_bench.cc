@@ -13,7 +13,8 @@
 //   key     - after "{": a property name (only a few prefixes live)
 //   string  - inside a free string value: nearly every token is allowed (the worst case)
 //   number  - inside a bounded number
-// Each without the mask cache (/walk: the trie walk, a state's first visit) and with it
+// Each without the mask cache (/walk: computed, the fast path or the trie walk, as on a
+// state's first visit) and with it
 // (/cached: the state seen before, e.g. the same schema served again).
 // Also Accept/<vocab>: advancing the matcher by one token (the other per-token cost).
 // Real time on an idle machine is what counts; figures measured while other builds run
