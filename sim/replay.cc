@@ -56,7 +56,7 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
   void OnChunkBegin(const runtime::ChunkKnobs& k, runtime::ChunkPhase phase, int tokens,
                     double seconds, bool eff, uint32_t cap_khz) override {
     thermal::RcLoad load;
-    load.busy_fraction = 1.0;
+    load.busy_fraction = hw_power_factor_;  // hardware DVFS: less dynamic power
     load.active_cores = std::max(1, k.threads);
     load.precision = k.precision == runtime::Precision::kW4A8 ? thermal::PowerPrecision::kW4A8
                                                               : thermal::PowerPrecision::kW8A16;
@@ -131,6 +131,21 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
     }
     last_cap_ns_ = now;
   }
+  // Hardware trip level (0 none, 1 passive, 2 critical) from now on.
+  void SetHwLevel(int level, double power_factor) {
+    AccountHw();
+    if (level > hw_level_) ++report_.summary.hw_throttle_events;
+    hw_level_ = level;
+    hw_power_factor_ = power_factor;
+  }
+  void AccountHw() {
+    const int64_t now = clock_.NowNs();
+    const double dt = NsToS(now - last_hw_ns_);
+    if (hw_level_ >= 1) report_.summary.hw_throttle_s += dt;
+    if (hw_level_ >= 2) report_.summary.hw_critical_s += dt;
+    last_hw_ns_ = now;
+  }
+  int hw_level() const { return hw_level_; }
   // Band and memory-band time up to now.
   void AccountBands() {
     const int64_t now = clock_.NowNs();
@@ -233,7 +248,9 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
   ReplayReport& report_;
   uint64_t eff_mask_ = 0;
   double idle_power_w_ = 0, power_w_ = 0;
-  int64_t last_power_ns_ = 0, last_band_ns_ = 0, last_cap_ns_ = 0;
+  int64_t last_power_ns_ = 0, last_band_ns_ = 0, last_cap_ns_ = 0, last_hw_ns_ = 0;
+  int hw_level_ = 0;
+  double hw_power_factor_ = 1.0;
   std::array<uint32_t, 2> caps_{};
   int band_ = 0, memory_band_ = -1;
   std::string last_reason_;
@@ -275,6 +292,7 @@ ReplayReport StartReport(const dl::DriveLog& log, const ReplayOptions& o) {
   report.scenario = log.header().scenario();
   report.policy_name = o.policy->name;
   report.cost_source = o.cost->source;
+  report.hardware = o.hardware_name;
   for (const auto& b : o.policy->thermal_bands) {
     report.band_names.push_back(b.name);
     report.band_enter_c.push_back(b.enter_c);
@@ -289,6 +307,13 @@ thermal::RcParams RcParamsFor(const dl::DriveLog& log, const ReplayOptions& o) {
   rc.idle_power_w = o.base_power_w >= 0                ? o.base_power_w
                     : !log.header().scenario().empty() ? ScenarioBasePowerW(log.header().scenario())
                                                        : o.rc.idle_power_w;
+  if (o.scenario_power_on_top) {
+    const double extra =
+        log.header().scenario().empty()
+            ? 0.0
+            : ScenarioBasePowerW(log.header().scenario()) - thermal::RcParams{}.idle_power_w;
+    rc.idle_power_w = o.rc.idle_power_w + std::max(0.0, extra);
+  }
   rc.initial_celsius = rc.ambient_celsius;
   for (const auto& e : log.event()) {
     if (e.has_soc_temperature()) {
@@ -332,6 +357,9 @@ class ModelReplay {
 
  private:
   void ApplyEvents(int64_t now);
+  // The SoC's protection: trip level from the die temperature, caps and power factor.
+  void UpdateProtection();
+  void ApplyCaps();
   void SubmitRequest(const dl::Event& e, int64_t now);
 
   const dl::DriveLog& log_;
@@ -346,7 +374,47 @@ class ModelReplay {
   std::unique_ptr<qos::Scheduler> sched_;
   int64_t end_ns_ = 0;
   int next_event_ = 0;
+  std::array<uint32_t, 2> log_caps_{};
 };
+
+void ModelReplay::UpdateProtection() {
+  const SocProtection& p = o_.protection;
+  if (!p.enabled) return;
+  source_.AdvanceToNow();
+  const double die = source_.model().die_celsius();
+  int level = rec_.hw_level();
+  if (die >= p.critical_c) {
+    level = 2;
+  } else if (die >= p.passive_c) {
+    level = level == 2 && die >= p.critical_c - p.critical_hysteresis_c ? 2 : 1;
+  } else if (level == 2 && die < p.critical_c - p.critical_hysteresis_c) {
+    level = die >= p.passive_c - p.passive_hysteresis_c ? 1 : 0;
+  } else if (level == 1 && die < p.passive_c - p.passive_hysteresis_c) {
+    level = 0;
+  }
+  if (level == rec_.hw_level()) return;
+  const double fraction = level == 2 ? p.critical_fraction : level == 1 ? p.passive_fraction : 1.0;
+  rec_.SetHwLevel(level, std::pow(fraction, p.power_exponent));
+  ApplyCaps();
+}
+
+// The lower of the log's cap and the hardware trip's cap, per class.
+void ModelReplay::ApplyCaps() {
+  std::array<uint32_t, 2> caps = log_caps_;
+  const SocProtection& p = o_.protection;
+  const int level = rec_.hw_level();
+  if (p.enabled && level > 0) {
+    const double fraction = level == 2 ? p.critical_fraction : p.passive_fraction;
+    const std::array<double, 2> nominal = {o_.cost->nominal_khz_performance,
+                                           o_.cost->nominal_khz_efficiency};
+    for (size_t c = 0; c < 2; ++c) {
+      const auto hw = static_cast<uint32_t>(std::lround(nominal[c] * fraction));
+      if (hw != 0 && (caps[c] == 0 || hw < caps[c])) caps[c] = hw;
+    }
+  }
+  engine_.SetFrequencyCaps(caps[0], caps[1]);
+  rec_.SetCaps(caps);
+}
 
 Result<void> ModelReplay::CreateScheduler() {
   qos::SchedulerOptions so;
@@ -378,11 +446,15 @@ void ModelReplay::Play() {
   while (true) {
     int64_t now = clock_.NowNs();
     ApplyEvents(now);
+    UpdateProtection();
     // Samples on the grid (inside chunks the engine's ticks take them). The loop wakes
     // at every sample time, so the governor is also stepped while idle.
     if (now >= rec_.next_sample()) rec_.TakeSample();
     const qos::StepResult st = s.Step();
-    if (st.ran) rec_.Peak();
+    if (st.ran) {
+      rec_.Peak();
+      UpdateProtection();
+    }
     now = clock_.NowNs();
     const bool events_left = next_event_ < events.size();
     if (!events_left && now >= end_ns_ && s.live_requests() == 0) break;
@@ -404,9 +476,8 @@ void ModelReplay::ApplyEvents(int64_t now) {
     } else if (e.has_memory_available()) {
       mem_bytes_ = e.memory_available().bytes();
     } else if (e.has_cpu_frequency_cap()) {
-      const std::array<uint32_t, 2> caps = ClassCaps(e.cpu_frequency_cap());
-      engine_.SetFrequencyCaps(caps[0], caps[1]);
-      rec_.SetCaps(caps);
+      log_caps_ = ClassCaps(e.cpu_frequency_cap());
+      ApplyCaps();
     } else if (e.has_request()) {
       SubmitRequest(e, now);
     }
@@ -454,6 +525,7 @@ int64_t ModelReplay::Finish() {
   rec_.AccountBands();
   rec_.AccountPower();
   rec_.AccountCaps();
+  rec_.AccountHw();
   sched_->Shutdown("replay over");
   return clock_.NowNs();
 }

@@ -23,11 +23,14 @@
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "sim/calibrate.h"
+#include "sim/compare.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/drive_log_stats.h"
+#include "sim/hardware_profile.h"
 #include "sim/live_replay.h"
 #include "sim/prompts.h"
+#include "sim/quality_table.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/scenarios.h"
@@ -339,9 +342,9 @@ int LiveReplay(const Args& args, const dl::DriveLog& log, const std::string& log
 
 int CmdReplay(std::span<char* const> argv) {
   static constexpr std::string_view kKnown[] = {
-      "log",         "mode",       "policy",       "cost",   "json",
-      "html",        "slots",      "time-scale",   "domain", "cyclone-config",
-      "calibration", "model-json", "node-timeout", "drain",  "tokenizer"};
+      "log",          "mode",       "policy",    "cost",           "json",        "html",
+      "slots",        "time-scale", "domain",    "cyclone-config", "calibration", "model-json",
+      "node-timeout", "drain",      "tokenizer", "hardware",       "model"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("replay", args.error().message), kUsage;
   const auto log_path = args->Get("log");
@@ -377,10 +380,21 @@ int CmdReplay(std::span<char* const> argv) {
   }
   auto policy = ari::qos::LoadPolicyFile(policy_path);
   if (!policy) return Fail("replay", "policy: " + policy.error().ToString());
-  auto cost = args->Get("cost") ? ari::sim::LoadCostModel(*args->Get("cost"))
-                                : ari::sim::BuiltinCostModel();
+  std::optional<ari::sim::HardwareProfile> hardware;
+  if (auto h = args->Get("hardware")) {
+    if (args->Get("cost")) return Fail("replay", "give --hardware or --cost, not both"), kUsage;
+    auto hp = ari::sim::FindHardwareProfile(*h);
+    if (!hp) return Fail("replay", "hardware: " + hp.error().message);
+    hardware = std::move(*hp);
+  } else if (args->Get("model")) {
+    return Fail("replay", "--model needs --hardware"), kUsage;
+  }
+  auto cost = hardware ? ari::sim::ProfileCostModel(*hardware, args->Get("model").value_or(""))
+              : args->Get("cost") ? ari::sim::LoadCostModel(*args->Get("cost"))
+                                  : ari::sim::BuiltinCostModel();
   if (!cost) return Fail("replay", cost.error().message);
   ari::sim::ReplayOptions o;
+  if (hardware) ari::sim::ApplyHardwareProfile(*hardware, o);
   o.policy = &*policy;
   o.cost = &*cost;
   if (auto sl = args->Get("slots")) o.slots = std::atoi(sl->c_str());
@@ -411,6 +425,90 @@ int CmdReplay(std::span<char* const> argv) {
       return Fail("replay", r.error().message);
   }
   return corrupt.empty() ? kOk : kProblems;
+}
+
+// A policy NAME (config/policy_<name>.textproto, '-' as '_') or a FILE.
+Result<ari::qos::Policy> LoadPolicyArg(const std::string& arg) {
+  if (arg.find('/') != std::string::npos || arg.ends_with(".textproto")) {
+    auto p = ari::qos::LoadPolicyFile(arg);
+    if (!p) return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument, p.error().ToString());
+    return std::move(*p);
+  }
+  std::string file = "policy_" + arg + ".textproto";
+  std::replace(file.begin(), file.end(), '-', '_');
+  auto found = ari::qos::FindShippedConfig(file);
+  if (!found) {
+    return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument,
+                               "unknown policy '" + arg + "': " + found.error().message);
+  }
+  auto p = ari::qos::LoadPolicyFile(*found);
+  if (!p) return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument, p.error().ToString());
+  return std::move(*p);
+}
+
+int CmdCompare(std::span<char* const> argv) {
+  static constexpr std::string_view kKnown[] = {"log",  "policy", "hardware", "model", "quality",
+                                                "json", "html",   "threads",  "slots"};
+  auto args = ParseArgs(argv, kKnown);
+  if (!args) return Fail("compare", args.error().message), kUsage;
+  std::vector<std::string> log_paths, policy_args;
+  for (const auto& [k, v] : args->flags) {
+    if (k == "log") log_paths.push_back(v);
+    if (k == "policy") policy_args.push_back(v);
+  }
+  if (log_paths.empty() || !args->positional.empty()) {
+    return Fail("compare",
+                "usage: ari-sim compare --log LOG... [--policy P...] [--hardware H] "
+                "[--model M] [--quality Q.json] [--json OUT] [--html OUT]"),
+           kUsage;
+  }
+  if (policy_args.empty()) policy_args = {"default", "static-performance", "static-eco"};
+  std::vector<ari::qos::Policy> policies;
+  for (const auto& a : policy_args) {
+    auto p = LoadPolicyArg(a);
+    if (!p) return Fail("compare", "policy: " + p.error().message);
+    policies.push_back(std::move(*p));
+  }
+  auto hardware = ari::sim::FindHardwareProfile(args->Get("hardware").value_or("dev-vm"));
+  if (!hardware) return Fail("compare", "hardware: " + hardware.error().message);
+  const std::string model = args->Get("model").value_or(hardware->proto.default_model());
+  auto cost = ari::sim::ProfileCostModel(*hardware, model);
+  if (!cost) return Fail("compare", cost.error().message);
+  std::optional<ari::sim::QualityTable> quality;
+  if (auto q = args->Get("quality")) {
+    auto t = ari::sim::LoadQualityTable(*q);
+    if (!t) return Fail("compare", t.error().message);
+    quality = std::move(*t);
+  }
+  std::vector<dl::DriveLog> logs;
+  ari::sim::CompareInput in;
+  for (const auto& path : log_paths) {
+    auto log = ari::sim::LoadDriveLog(path);
+    if (!log) return Fail("compare", log.error().message);
+    logs.push_back(std::move(*log));
+    in.log_names.push_back(std::filesystem::path(path).filename().string());
+  }
+  for (const auto& l : logs) in.logs.push_back(&l);
+  for (const auto& p : policies) in.policies.push_back(&p);
+  ari::sim::ApplyHardwareProfile(*hardware, in.base);
+  in.base.cost = &*cost;
+  in.base.quality = quality ? &*quality : nullptr;
+  if (auto sl = args->Get("slots")) in.base.slots = std::atoi(sl->c_str());
+  in.hardware = hardware->name();
+  in.model = model;
+  const int threads = std::max(1, std::atoi(args->Get("threads").value_or("2").c_str()));
+  auto report = ari::sim::RunCompare(in, threads);
+  if (!report) return Fail("compare", report.error().message);
+  std::fputs(ari::sim::CompareToText(*report).c_str(), stdout);
+  if (auto j = args->Get("json")) {
+    if (auto r = WriteFile(*j, ari::sim::CompareToJson(*report)); !r)
+      return Fail("compare", r.error().message);
+  }
+  if (auto h = args->Get("html")) {
+    if (auto r = WriteFile(*h, ari::sim::CompareToHtml(*report)); !r)
+      return Fail("compare", r.error().message);
+  }
+  return kOk;
 }
 
 int CmdCost(std::span<char* const> argv) {
@@ -464,7 +562,8 @@ constexpr Command kCommands[] = {
     {"stats", "stats LOG          event counts per kind/class, time span, value ranges", CmdStats},
     {"scenarios", "scenarios          list the scenario names", CmdScenarios},
     {"replay",
-     "replay --log LOG [--mode model] [--policy P] [--cost C] [--json OUT] [--html OUT]\n"
+     "replay --log LOG [--mode model] [--policy P] [--cost C | --hardware H [--model M]]\n"
+     "         [--json OUT] [--html OUT]\n"
      "                     simulate the log in virtual time (real scheduler + governor,\n"
      "                     cost model, RC thermal model)\n"
      "  replay --log LOG --mode live [--time-scale X] [--domain D] [--cyclone-config F]\n"
@@ -474,6 +573,13 @@ constexpr Command kCommands[] = {
      "                     ari/v1/sim_environment) and record every chunk; --calibration:\n"
      "                     also replay in model mode and report the prediction error",
      CmdReplay},
+    {"compare",
+     "compare --log LOG... [--policy NAME|FILE...] [--hardware NAME|FILE] [--model 1.5b]\n"
+     "         [--quality TABLE.json] [--json OUT] [--html OUT] [--threads 2]\n"
+     "                     replay the logs with several policies (default: default,\n"
+     "                     static-performance, static-eco) on one hardware profile\n"
+     "                     (default dev-vm; config/hardware/), side by side",
+     CmdCompare},
     {"cost",
      "cost BENCH.json... -o COST.json [--layers N] [--isa T] [--efficiency-speed X]\n"
      "                     cost model from ari-perf/ari-bench --json output",
