@@ -13,7 +13,7 @@ constexpr std::string_view kHead = R"HTML(<!DOCTYPE html>
 <style>
 body{font:13px sans-serif;margin:16px;background:#fff;color:#222}
 canvas{border:1px solid #ccc;display:block;margin:6px 0 18px}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+table{border-collapse:collapse;margin:8px 0;font-size:11px}td,th{border:1px solid #ccc;padding:1px 4px;text-align:right}
 th{background:#f0f0f0}td.l{text-align:left}td.bad{background:#fdd}
 </style></head><body>
 <h1>ARI governor vs baselines</h1>
@@ -38,7 +38,7 @@ function axes(ctx, W, H, m, x0, x1, y0, y1, xl, yl) {
   for (let i = 0; i <= 5; i++) {
     const x = x0 + (x1 - x0) * i / 5, y = y0 + (y1 - y0) * i / 5;
     ctx.textAlign = "center"; ctx.fillText(x.toFixed(0), fx(x), H - m.b + 14);
-    ctx.textAlign = "right"; ctx.fillText(y.toFixed(0), m.l - 4, fy(y) + 4);
+    if (y1 > y0) { ctx.textAlign = "right"; ctx.fillText(y.toFixed(0), m.l - 4, fy(y) + 4); }
   }
   ctx.textAlign = "center"; ctx.fillText(xl, (m.l + W - m.r) / 2, H - 4);
   ctx.textAlign = "left"; ctx.fillText(yl, 4, m.t - 6);
@@ -48,7 +48,8 @@ function legend(ctx, x, y, items) {  // above the plot area: never over data
   ctx.font = "11px sans-serif"; ctx.textAlign = "left";
   for (const [label, col] of items) {
     ctx.fillStyle = col; ctx.fillRect(x, y - 8, 14, 8); ctx.fillStyle = "#222";
-    ctx.fillText(label, x + 18, y); x += 28 + ctx.measureText(label).width;
+    ctx.fillText(label, x + 18, y); const mt = ctx.measureText(label);
+    x += 30 + (mt && mt.width ? mt.width : 7 * label.length);
   }
 }
 function table() {
