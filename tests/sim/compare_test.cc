@@ -33,7 +33,8 @@ Fixture Make() {
   auto log = GenerateScenario(so);
   EXPECT_TRUE(log.has_value());
   f.log = std::move(*log);
-  for (const char* p : {"policy_default", "policy_static_performance", "policy_static_eco"}) {
+  for (const char* p : {"policy_default", "policy_static_performance", "policy_static_eco",
+                        "policy_a76_4gb_tuned"}) {
     auto policy =
         qos::LoadPolicyFile(ari::testing::SourceDir() / "config" / (std::string(p) + ".textproto"));
     EXPECT_TRUE(policy.has_value()) << p << ": " << policy.error().ToString();
@@ -67,7 +68,7 @@ TEST(Compare, GovernorBeatsStaticPerformanceOnHeadUnit) {
   const Fixture f = Make();
   auto r = RunAll(f);
   ASSERT_TRUE(r.has_value()) << r.error().message;
-  ASSERT_EQ(r->runs.size(), 3u);
+  ASSERT_EQ(r->runs.size(), 4u);
   const CompareRun& def = r->Run(0, 0);
   const CompareRun& perf = r->Run(0, 1);
   ASSERT_EQ(def.policy, "default");
@@ -80,6 +81,13 @@ TEST(Compare, GovernorBeatsStaticPerformanceOnHeadUnit) {
   EXPECT_GT(perf.report.summary.hw_throttle_s, 0);
   EXPECT_GT(perf.report.classes[crit].deadline_misses, 0);
   EXPECT_GT(perf.report.summary.peak_die_c, def.report.summary.peak_die_c);
+  // The policy ari-tune made for this profile (config/policy_a76_4gb_tuned.textproto) holds
+  // the same line.
+  const CompareRun& tuned = r->Run(0, 3);
+  ASSERT_EQ(tuned.policy, "a76-4gb-tuned");
+  EXPECT_EQ(tuned.report.classes[crit].deadline_misses, 0);
+  EXPECT_LT(tuned.report.summary.peak_die_c, tuned.limit_c);
+  EXPECT_EQ(tuned.report.summary.hw_throttle_s, 0);
 }
 
 TEST(Compare, JsonHasEveryRunSideBySide) {
