@@ -122,8 +122,13 @@ void CheckCost(Checker& c, const pb::HardwareProfile& p) {
   }
   for (const auto& [model, precision] : seen) {
     const std::string other = precision == "W4A8" ? "W8A16" : "W4A8";
-    c.Check(seen.count({model, other}) > 0, nullptr, 0, p, "cost", -1, "cost",
-            "model " + model + " has " + precision + " but no " + other);
+    std::string what = "model ";
+    what += model;
+    what += " has ";
+    what += precision;
+    what += " but no ";
+    what += other;
+    c.Check(seen.count({model, other}) > 0, nullptr, 0, p, "cost", -1, "cost", what);
   }
   c.Check(p.builtin_cost() || p.cost_size() > 0, nullptr, 0, p, "cost", -1, "cost",
           "give cost entries or builtin_cost: true");

@@ -340,6 +340,26 @@ int LiveReplay(const Args& args, const dl::DriveLog& log, const std::string& log
   return log_clean ? kOk : kProblems;
 }
 
+// The cost model of a model-mode replay: --hardware (+ --model), --cost or the built-in
+// one. Returns kOk or the exit code (after printing).
+int ReplayCost(const Args& args, std::optional<ari::sim::HardwareProfile>& hardware,
+               std::optional<ari::sim::CostModel>& cost) {
+  if (auto h = args.Get("hardware")) {
+    if (args.Get("cost")) return Fail("replay", "give --hardware or --cost, not both"), kUsage;
+    auto hp = ari::sim::FindHardwareProfile(*h);
+    if (!hp) return Fail("replay", "hardware: " + hp.error().message);
+    hardware = std::move(*hp);
+  } else if (args.Get("model")) {
+    return Fail("replay", "--model needs --hardware"), kUsage;
+  }
+  auto c = hardware ? ari::sim::ProfileCostModel(*hardware, args.Get("model").value_or(""))
+           : args.Get("cost") ? ari::sim::LoadCostModel(*args.Get("cost"))
+                              : ari::sim::BuiltinCostModel();
+  if (!c) return Fail("replay", c.error().message);
+  cost = std::move(*c);
+  return kOk;
+}
+
 int CmdReplay(std::span<char* const> argv) {
   static constexpr std::string_view kKnown[] = {
       "log",          "mode",       "policy",    "cost",           "json",        "html",
@@ -381,18 +401,8 @@ int CmdReplay(std::span<char* const> argv) {
   auto policy = ari::qos::LoadPolicyFile(policy_path);
   if (!policy) return Fail("replay", "policy: " + policy.error().ToString());
   std::optional<ari::sim::HardwareProfile> hardware;
-  if (auto h = args->Get("hardware")) {
-    if (args->Get("cost")) return Fail("replay", "give --hardware or --cost, not both"), kUsage;
-    auto hp = ari::sim::FindHardwareProfile(*h);
-    if (!hp) return Fail("replay", "hardware: " + hp.error().message);
-    hardware = std::move(*hp);
-  } else if (args->Get("model")) {
-    return Fail("replay", "--model needs --hardware"), kUsage;
-  }
-  auto cost = hardware ? ari::sim::ProfileCostModel(*hardware, args->Get("model").value_or(""))
-              : args->Get("cost") ? ari::sim::LoadCostModel(*args->Get("cost"))
-                                  : ari::sim::BuiltinCostModel();
-  if (!cost) return Fail("replay", cost.error().message);
+  std::optional<ari::sim::CostModel> cost;
+  if (const int rc = ReplayCost(*args, hardware, cost); rc != kOk) return rc;
   ari::sim::ReplayOptions o;
   if (hardware) ari::sim::ApplyHardwareProfile(*hardware, o);
   o.policy = &*policy;
