@@ -23,7 +23,7 @@
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "sim/calibrate.h"
-#include "sim/compare.h"
+#include "sim/compare_cli.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/drive_log_stats.h"
@@ -437,87 +437,32 @@ int CmdReplay(std::span<char* const> argv) {
   return corrupt.empty() ? kOk : kProblems;
 }
 
-// A policy NAME (config/policy_<name>.textproto, '-' as '_') or a FILE.
-Result<ari::qos::Policy> LoadPolicyArg(const std::string& arg) {
-  if (arg.find('/') != std::string::npos || arg.ends_with(".textproto")) {
-    auto p = ari::qos::LoadPolicyFile(arg);
-    if (!p) return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument, p.error().ToString());
-    return std::move(*p);
-  }
-  std::string file = "policy_" + arg + ".textproto";
-  std::replace(file.begin(), file.end(), '-', '_');
-  auto found = ari::qos::FindShippedConfig(file);
-  if (!found) {
-    return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument,
-                               "unknown policy '" + arg + "': " + found.error().message);
-  }
-  auto p = ari::qos::LoadPolicyFile(*found);
-  if (!p) return ari::sim::MakeError(ari::sim::ErrorCode::kInvalidArgument, p.error().ToString());
-  return std::move(*p);
-}
-
 int CmdCompare(std::span<char* const> argv) {
   static constexpr std::string_view kKnown[] = {"log",  "policy", "hardware", "model", "quality",
                                                 "json", "html",   "threads",  "slots"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("compare", args.error().message), kUsage;
-  std::vector<std::string> log_paths, policy_args;
+  ari::sim::CompareCliArgs c;
   for (const auto& [k, v] : args->flags) {
-    if (k == "log") log_paths.push_back(v);
-    if (k == "policy") policy_args.push_back(v);
+    if (k == "log") c.logs.push_back(v);
+    if (k == "policy") c.policies.push_back(v);
   }
-  if (log_paths.empty() || !args->positional.empty()) {
+  if (c.logs.empty() || !args->positional.empty()) {
     return Fail("compare",
                 "usage: ari-sim compare --log LOG... [--policy P...] [--hardware H] "
                 "[--model M] [--quality Q.json] [--json OUT] [--html OUT]"),
            kUsage;
   }
-  if (policy_args.empty()) policy_args = {"default", "static-performance", "static-eco"};
-  std::vector<ari::qos::Policy> policies;
-  for (const auto& a : policy_args) {
-    auto p = LoadPolicyArg(a);
-    if (!p) return Fail("compare", "policy: " + p.error().message);
-    policies.push_back(std::move(*p));
-  }
-  auto hardware = ari::sim::FindHardwareProfile(args->Get("hardware").value_or("dev-vm"));
-  if (!hardware) return Fail("compare", "hardware: " + hardware.error().message);
-  const std::string model = args->Get("model").value_or(hardware->proto.default_model());
-  auto cost = ari::sim::ProfileCostModel(*hardware, model);
-  if (!cost) return Fail("compare", cost.error().message);
-  std::optional<ari::sim::QualityTable> quality;
-  if (auto q = args->Get("quality")) {
-    auto t = ari::sim::LoadQualityTable(*q);
-    if (!t) return Fail("compare", t.error().message);
-    quality = std::move(*t);
-  }
-  std::vector<dl::DriveLog> logs;
-  ari::sim::CompareInput in;
-  for (const auto& path : log_paths) {
-    auto log = ari::sim::LoadDriveLog(path);
-    if (!log) return Fail("compare", log.error().message);
-    logs.push_back(std::move(*log));
-    in.log_names.push_back(std::filesystem::path(path).filename().string());
-  }
-  for (const auto& l : logs) in.logs.push_back(&l);
-  for (const auto& p : policies) in.policies.push_back(&p);
-  ari::sim::ApplyHardwareProfile(*hardware, in.base);
-  in.base.cost = &*cost;
-  in.base.quality = quality ? &*quality : nullptr;
-  if (auto sl = args->Get("slots")) in.base.slots = std::atoi(sl->c_str());
-  in.hardware = hardware->name();
-  in.model = model;
-  const int threads = std::max(1, std::atoi(args->Get("threads").value_or("2").c_str()));
-  auto report = ari::sim::RunCompare(in, threads);
-  if (!report) return Fail("compare", report.error().message);
-  std::fputs(ari::sim::CompareToText(*report).c_str(), stdout);
-  if (auto j = args->Get("json")) {
-    if (auto r = WriteFile(*j, ari::sim::CompareToJson(*report)); !r)
-      return Fail("compare", r.error().message);
-  }
-  if (auto h = args->Get("html")) {
-    if (auto r = WriteFile(*h, ari::sim::CompareToHtml(*report)); !r)
-      return Fail("compare", r.error().message);
-  }
+  c.hardware = args->Get("hardware").value_or("dev-vm");
+  c.model = args->Get("model").value_or("");
+  c.quality = args->Get("quality").value_or("");
+  c.json = args->Get("json").value_or("");
+  c.html = args->Get("html").value_or("");
+  c.threads = std::max(1, std::atoi(args->Get("threads").value_or("2").c_str()));
+  c.slots = std::max(0, std::atoi(args->Get("slots").value_or("0").c_str()));
+  auto text = ari::sim::RunCompareCli(c);
+  if (!text) return Fail("compare", text.error().message);
+  std::fputs(text->c_str(), stdout);
   return kOk;
 }
 
