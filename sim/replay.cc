@@ -13,234 +13,24 @@
 
 #include "qos/scheduler.h"
 #include "sim/quality_table.h"
+#include "sim/replay_recorder.h"
 #include "sim/scenarios.h"
 #include "sim/sim_engine.h"
 
 namespace ari::sim {
 namespace {
 
+using internal::NsToS;
+using internal::Recorder;
+
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 constexpr int64_t kDrainLimitNs = int64_t{24} * 3600 * thermal::kNsPerSecond;
 
 int64_t MsToNs(uint64_t ms) { return static_cast<int64_t>(ms) * thermal::kNsPerMs; }
-double NsToS(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
 int PromptTokens(const std::string& prompt) {
   return static_cast<int>((prompt.size() + 3) / 4) + 8;
 }
-
-// Everything the scheduler's callbacks and the engine observer feed into.
-class Recorder final : public qos::ChunkSink, public ChunkObserver {
- public:
-  Recorder(const ReplayOptions& o, thermal::ManualClock& clock, thermal::RcModelSource& rc,
-           const thermal::CpuTopology& topo, ReplayReport& report)
-      : o_(o),
-        clock_(clock),
-        rc_(rc),
-        report_(report),
-        idle_power_w_(rc.model().PowerW(thermal::RcLoad{})),
-        power_w_(idle_power_w_),
-        last_power_ns_(clock.NowNs()) {
-    for (int c : topo.efficiency) eff_mask_ |= uint64_t{1} << c;
-    const size_t nb = o.policy->thermal_bands.size();
-    report_.summary.band_time_s.assign(nb, 0.0);
-    report_.summary.drop_busy_s.assign(1, 0.0);
-    report_.summary.drop_tokens.assign(1, 0);
-  }
-
-  uint64_t efficiency_mask() const { return eff_mask_; }
-  std::unordered_map<uint64_t, size_t> index;  // request id -> report_.requests index
-  std::vector<int64_t> submit_ns, arrival_ns;  // by index
-
-  // --- ChunkObserver: the RC load follows the chunks.
-  void OnChunkBegin(const runtime::ChunkKnobs& k, runtime::ChunkPhase phase, int tokens,
-                    double seconds, bool eff, uint32_t cap_khz) override {
-    thermal::RcLoad load;
-    load.busy_fraction = 1.0;
-    load.active_cores = std::max(1, k.threads);
-    load.precision = k.precision == runtime::Precision::kW4A8 ? thermal::PowerPrecision::kW4A8
-                                                              : thermal::PowerPrecision::kW8A16;
-    load.core_class = eff ? thermal::CoreClass::kEfficiency : thermal::CoreClass::kPerformance;
-    AccountPower();
-    rc_.SetLoad(load);
-    power_w_ = rc_.model().PowerW(load);
-    ReplaySummary& s = report_.summary;
-    const int p = k.precision == runtime::Precision::kW4A8 ? 1 : 0;
-    s.precision_busy_s[p] += seconds;
-    s.precision_tokens[p] += tokens;
-    const size_t d = static_cast<size_t>(std::max(0, k.layer_drop));
-    if (s.drop_busy_s.size() <= d) {
-      s.drop_busy_s.resize(d + 1, 0.0);
-      s.drop_tokens.resize(d + 1, 0);
-    }
-    s.drop_busy_s[d] += seconds;
-    s.drop_tokens[d] += tokens;
-    auto& pd = s.precision_drop_tokens[static_cast<size_t>(p)];
-    if (pd.size() <= d) pd.resize(d + 1, 0);
-    pd[d] += tokens;
-    s.busy_s += seconds;
-    ++s.chunks;
-    if (cap_khz != 0 && o_.cost->FrequencyFactor(phase, eff, cap_khz) != 1.0) {
-      s.capped_busy_s[eff ? 1 : 0] += seconds;
-    }
-    if (o_.on_chunk) {
-      ChunkTrace t;
-      t.t_s = NsToS(clock_.NowNs());
-      t.knobs = k;
-      t.phase = phase;
-      t.tokens = tokens;
-      t.seconds = seconds;
-      t.efficiency = eff;
-      t.cap_khz = cap_khz;
-      o_.on_chunk(t);
-    }
-    in_chunk_ = true;
-    chunk_end_ns_ = clock_.NowNs() + std::max<int64_t>(1, thermal::SecondsToNs(seconds));
-  }
-  void OnChunkEnd() override {
-    in_chunk_ = false;
-    AccountPower();
-    rc_.SetLoad(thermal::RcLoad{});
-    power_w_ = idle_power_w_;
-    Peak();
-  }
-
-  // Energy: integral of the constant power since the last change.
-  void AccountPower() {
-    const int64_t now = clock_.NowNs();
-    report_.summary.energy_j += power_w_ * NsToS(now - last_power_ns_);
-    last_power_ns_ = now;
-  }
-  void Peak() {
-    rc_.AdvanceToNow();
-    const double t = rc_.model().die_celsius();
-    if (t > report_.summary.peak_die_c) {
-      report_.summary.peak_die_c = t;
-      report_.summary.peak_t_s = NsToS(clock_.NowNs());
-    }
-  }
-  // Frequency caps in force from now on ([0] performance, [1] efficiency).
-  void SetCaps(const std::array<uint32_t, 2>& caps) {
-    AccountCaps();
-    caps_ = caps;
-  }
-  void AccountCaps() {
-    const int64_t now = clock_.NowNs();
-    for (size_t c = 0; c < 2; ++c) {
-      if (caps_[c] != 0) report_.summary.cap_time_s[c] += NsToS(now - last_cap_ns_);
-    }
-    last_cap_ns_ = now;
-  }
-  // Band and memory-band time up to now.
-  void AccountBands() {
-    const int64_t now = clock_.NowNs();
-    const double dt = NsToS(now - last_band_ns_);
-    report_.summary.band_time_s[static_cast<size_t>(band_)] += dt;
-    if (memory_band_ >= 0) report_.summary.memory_band_time_s += dt;
-    last_band_ns_ = now;
-  }
-
-  // --- Timeline samples every sample period (also inside chunks).
-  int64_t NextTickNs() const override { return next_sample_; }
-  void OnTick() override {
-    if (clock_.NowNs() >= next_sample_) TakeSample();
-  }
-  int64_t next_sample() const { return next_sample_; }
-  void TakeSample() {
-    const int64_t now = clock_.NowNs();
-    Peak();
-    AccountBands();
-    AccountPower();
-    if (o_.record_samples) {
-      Sample sm;
-      sm.t_s = NsToS(now);
-      sm.die_c = rc_.model().die_celsius();
-      sm.ambient_c = rc_.model().ambient_celsius();
-      sm.power_w = power_w_;
-      sm.band = band_;
-      const double span = NsToS(now - last_sample_ns_);
-      // Busy share since the last sample; a chunk in progress counts up to now.
-      double busy = report_.summary.busy_s - busy_at_sample_;
-      if (in_chunk_) busy -= NsToS(chunk_end_ns_ - now);
-      sm.busy = span > 0 ? std::clamp(busy / span, 0.0, 1.0) : 0;
-      report_.samples.push_back(sm);
-      busy_at_sample_ = report_.summary.busy_s - (in_chunk_ ? NsToS(chunk_end_ns_ - now) : 0.0);
-    }
-    last_sample_ns_ = now;
-    const int64_t period = o_.sample_period_ms * thermal::kNsPerMs;
-    while (next_sample_ <= now) next_sample_ += period;
-  }
-
-  // --- ChunkSink
-  void OnChunk(const qos::ChunkEvent&) override {}
-  void OnTerminal(const qos::TerminalEvent& t) override {
-    auto it = index.find(t.id);
-    if (it == index.end()) return;
-    RequestReport& r = report_.requests[it->second];
-    const int64_t sub = submit_ns[it->second], arr = arrival_ns[it->second];
-    r.status = std::string(qos::TerminalStatusName(t.status));
-    r.message = std::string(t.message);
-    r.tokens = t.tokens_generated;
-    if (t.queue_wait_ns >= 0) r.queue_wait_s = NsToS(sub + t.queue_wait_ns - arr);
-    if (t.first_token_ns >= 0) r.ttft_s = NsToS(sub + t.first_token_ns - arr);
-    r.completion_s = NsToS(clock_.NowNs() - arr);
-    r.deadline_missed = t.status != qos::TerminalStatus::kDone || t.deadline_missed ||
-                        (r.deadline_s > 0 && r.completion_s > r.deadline_s + 1e-9);
-  }
-  void OnDecision(const qos::Decision& d, int64_t now_ns) override {
-    AccountBands();
-    band_ = d.thermal_band;
-    memory_band_ = d.memory_band;
-    last_reason_.assign(d.Reason());
-    if (o_.record_decisions) report_.decisions.push_back(Record(d, now_ns));
-  }
-  void OnStep(const qos::StepInfo& s) override {
-    auto it = index.find(s.id);
-    if (it == index.end()) return;
-    RequestReport& r = report_.requests[it->second];
-    ++r.chunks;
-    if (!o_.record_decisions) return;
-    char buf[200];
-    const qos::Decision& d = *last_decision_;
-    qos::FormatKnobs(d.knobs, buf, sizeof(buf));
-    if (r.decisions.empty() || r.decisions.back().knobs != buf ||
-        r.decisions.back().band != d.thermal_band) {
-      r.decisions.push_back(Record(d, s.start_ns));
-    }
-  }
-
-  DecisionRecord Record(const qos::Decision& d, int64_t now_ns) const {
-    DecisionRecord rec;
-    rec.t_s = NsToS(now_ns);
-    rec.urgency = std::string(qos::UrgencyName(d.urgency));
-    rec.idle = d.idle;
-    rec.band = d.thermal_band;
-    rec.memory_band = d.memory_band;
-    rec.conservative = d.conservative;
-    rec.knobs = qos::KnobsToString(d.knobs);
-    rec.reason = std::string(d.Reason());
-    return rec;
-  }
-
-  const qos::Decision* last_decision_ = nullptr;
-  int band() const { return band_; }
-  double power_w() const { return power_w_; }
-
- private:
-  const ReplayOptions& o_;
-  thermal::ManualClock& clock_;
-  thermal::RcModelSource& rc_;
-  ReplayReport& report_;
-  uint64_t eff_mask_ = 0;
-  double idle_power_w_ = 0, power_w_ = 0;
-  int64_t last_power_ns_ = 0, last_band_ns_ = 0, last_cap_ns_ = 0;
-  std::array<uint32_t, 2> caps_{};
-  int band_ = 0, memory_band_ = -1;
-  std::string last_reason_;
-  int64_t next_sample_ = 0, last_sample_ns_ = 0, chunk_end_ns_ = 0;
-  double busy_at_sample_ = 0;
-  bool in_chunk_ = false;
-};
 
 // Caps per class ([0] performance, [1] efficiency) of one cpu_frequency_cap event; see
 // replay.h for the cluster -> class mapping.
@@ -275,6 +65,7 @@ ReplayReport StartReport(const dl::DriveLog& log, const ReplayOptions& o) {
   report.scenario = log.header().scenario();
   report.policy_name = o.policy->name;
   report.cost_source = o.cost->source;
+  report.hardware = o.hardware_name;
   for (const auto& b : o.policy->thermal_bands) {
     report.band_names.push_back(b.name);
     report.band_enter_c.push_back(b.enter_c);
@@ -289,6 +80,13 @@ thermal::RcParams RcParamsFor(const dl::DriveLog& log, const ReplayOptions& o) {
   rc.idle_power_w = o.base_power_w >= 0                ? o.base_power_w
                     : !log.header().scenario().empty() ? ScenarioBasePowerW(log.header().scenario())
                                                        : o.rc.idle_power_w;
+  if (o.scenario_power_on_top) {
+    const double extra =
+        log.header().scenario().empty()
+            ? 0.0
+            : ScenarioBasePowerW(log.header().scenario()) - thermal::RcParams{}.idle_power_w;
+    rc.idle_power_w = o.rc.idle_power_w + std::max(0.0, extra);
+  }
   rc.initial_celsius = rc.ambient_celsius;
   for (const auto& e : log.event()) {
     if (e.has_soc_temperature()) {
@@ -332,6 +130,9 @@ class ModelReplay {
 
  private:
   void ApplyEvents(int64_t now);
+  // The SoC's protection: trip level from the die temperature, caps and power factor.
+  void UpdateProtection();
+  void ApplyCaps();
   void SubmitRequest(const dl::Event& e, int64_t now);
 
   const dl::DriveLog& log_;
@@ -346,7 +147,47 @@ class ModelReplay {
   std::unique_ptr<qos::Scheduler> sched_;
   int64_t end_ns_ = 0;
   int next_event_ = 0;
+  std::array<uint32_t, 2> log_caps_{};
 };
+
+void ModelReplay::UpdateProtection() {
+  const SocProtection& p = o_.protection;
+  if (!p.enabled) return;
+  source_.AdvanceToNow();
+  const double die = source_.model().die_celsius();
+  int level = rec_.hw_level();
+  if (die >= p.critical_c) {
+    level = 2;
+  } else if (die >= p.passive_c) {
+    level = level == 2 && die >= p.critical_c - p.critical_hysteresis_c ? 2 : 1;
+  } else if (level == 2 && die < p.critical_c - p.critical_hysteresis_c) {
+    level = die >= p.passive_c - p.passive_hysteresis_c ? 1 : 0;
+  } else if (level == 1 && die < p.passive_c - p.passive_hysteresis_c) {
+    level = 0;
+  }
+  if (level == rec_.hw_level()) return;
+  const double fraction = level == 2 ? p.critical_fraction : level == 1 ? p.passive_fraction : 1.0;
+  rec_.SetHwLevel(level, std::pow(fraction, p.power_exponent));
+  ApplyCaps();
+}
+
+// The lower of the log's cap and the hardware trip's cap, per class.
+void ModelReplay::ApplyCaps() {
+  std::array<uint32_t, 2> caps = log_caps_;
+  const SocProtection& p = o_.protection;
+  const int level = rec_.hw_level();
+  if (p.enabled && level > 0) {
+    const double fraction = level == 2 ? p.critical_fraction : p.passive_fraction;
+    const std::array<double, 2> nominal = {o_.cost->nominal_khz_performance,
+                                           o_.cost->nominal_khz_efficiency};
+    for (size_t c = 0; c < 2; ++c) {
+      const auto hw = static_cast<uint32_t>(std::lround(nominal[c] * fraction));
+      if (hw != 0 && (caps[c] == 0 || hw < caps[c])) caps[c] = hw;
+    }
+  }
+  engine_.SetFrequencyCaps(caps[0], caps[1]);
+  rec_.SetCaps(caps);
+}
 
 Result<void> ModelReplay::CreateScheduler() {
   qos::SchedulerOptions so;
@@ -378,11 +219,15 @@ void ModelReplay::Play() {
   while (true) {
     int64_t now = clock_.NowNs();
     ApplyEvents(now);
+    UpdateProtection();
     // Samples on the grid (inside chunks the engine's ticks take them). The loop wakes
     // at every sample time, so the governor is also stepped while idle.
     if (now >= rec_.next_sample()) rec_.TakeSample();
     const qos::StepResult st = s.Step();
-    if (st.ran) rec_.Peak();
+    if (st.ran) {
+      rec_.Peak();
+      UpdateProtection();
+    }
     now = clock_.NowNs();
     const bool events_left = next_event_ < events.size();
     if (!events_left && now >= end_ns_ && s.live_requests() == 0) break;
@@ -404,9 +249,8 @@ void ModelReplay::ApplyEvents(int64_t now) {
     } else if (e.has_memory_available()) {
       mem_bytes_ = e.memory_available().bytes();
     } else if (e.has_cpu_frequency_cap()) {
-      const std::array<uint32_t, 2> caps = ClassCaps(e.cpu_frequency_cap());
-      engine_.SetFrequencyCaps(caps[0], caps[1]);
-      rec_.SetCaps(caps);
+      log_caps_ = ClassCaps(e.cpu_frequency_cap());
+      ApplyCaps();
     } else if (e.has_request()) {
       SubmitRequest(e, now);
     }
@@ -454,6 +298,7 @@ int64_t ModelReplay::Finish() {
   rec_.AccountBands();
   rec_.AccountPower();
   rec_.AccountCaps();
+  rec_.AccountHw();
   sched_->Shutdown("replay over");
   return clock_.NowNs();
 }

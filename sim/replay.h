@@ -54,6 +54,19 @@ struct ChunkTrace {
   uint32_t cap_khz = 0;     // cap of that class at the start (0 none)
 };
 
+// The SoC's own thermal protection (hardware DVFS, whatever the policy decides): at
+// die >= passive_c every cluster is capped at passive_fraction of its nominal clock, at
+// >= critical_c at critical_fraction; a level is left below its celsius - hysteresis.
+// The cap joins the log's cpu_frequency_cap (the lower wins; CostModel::FrequencyFactor,
+// so it needs the cost model's nominal_khz) and scales the RC model's dynamic power by
+// fraction^power_exponent. Checked at every scheduler step and sample (1 s).
+struct SocProtection {
+  bool enabled = false;
+  double passive_c = 0, passive_hysteresis_c = 0, passive_fraction = 1;
+  double critical_c = 0, critical_hysteresis_c = 0, critical_fraction = 1;
+  double power_exponent = 2;
+};
+
 struct ReplayOptions {
   const qos::Policy* policy = nullptr;  // required
   const CostModel* cost = nullptr;      // required
@@ -61,8 +74,13 @@ struct ReplayOptions {
   double base_power_w = -1;             // < 0: the generator's for the log's scenario
                                         //   (ScenarioBasePowerW), else rc.idle_power_w
   int32_t slots = 2;
-  int performance_cpus = 2;  // simulated SoC: CPUs 0.. are performance,
-  int efficiency_cpus = 2;   //   the next ones efficiency
+  // With a hardware profile: base power = rc.idle_power_w (the profile's SoC idle) plus
+  // the scenario's extra (ScenarioBasePowerW - the RcParams default idle, >= 0).
+  bool scenario_power_on_top = false;
+  SocProtection protection;   // disabled: no hardware throttling
+  std::string hardware_name;  // reported (empty: none given)
+  int performance_cpus = 2;   // simulated SoC: CPUs 0.. are performance,
+  int efficiency_cpus = 2;    //   the next ones efficiency
   int64_t sample_period_ms = 1000;
   int32_t max_prefill_chunk = 128;
   bool record_decisions = true;  // the decision timeline (off in the tuner)
@@ -167,6 +185,10 @@ struct ReplaySummary {
   std::array<std::vector<int64_t>, 2> precision_drop_tokens;
   // Per token: ReplayOptions::quality's loss, else share at W4A8 + 0.1 x mean layers dropped.
   double quality_loss = 0;
+  // Hardware protection (ReplayOptions::protection): virtual time at a passive / critical
+  // trip level, and the number of times a trip level was entered.
+  double hw_throttle_s = 0, hw_critical_s = 0;
+  int hw_throttle_events = 0;
   int64_t chunks = 0;
   double wall_s = 0;  // real time the replay took (not deterministic; not in JSON by default)
 };
@@ -174,7 +196,7 @@ struct ReplaySummary {
 struct ReplayReport {
   std::string mode = "model";  // "model" or "live"
   double time_scale = 1;       // live: log time ran this many times faster
-  std::string log_name, scenario, policy_name, cost_source;
+  std::string log_name, scenario, policy_name, cost_source, hardware;
   std::vector<std::string> band_names;
   std::vector<double> band_enter_c;     // -inf for the base band
   std::vector<RequestReport> requests;  // in log order

@@ -170,6 +170,11 @@ std::string SummaryJson(const ReplayReport& r, bool include_wall_time) {
     o.Raw("capped_busy_s", "{\"performance\":" + Num(m.capped_busy_s[0]) +
                                ",\"efficiency\":" + Num(m.capped_busy_s[1]) + "}");
   }
+  if (!r.hardware.empty()) {  // hardware profile given: its protection's figures
+    o.N("hw_throttle_s", m.hw_throttle_s)
+        .N("hw_critical_s", m.hw_critical_s)
+        .I("hw_throttle_events", m.hw_throttle_events);
+  }
   if (include_wall_time) o.N("wall_s", m.wall_s);
   o.Close();
   return sum;
@@ -226,8 +231,9 @@ std::string ReportToJson(const ReplayReport& r, bool include_wall_time) {
   o.S("log", r.log_name)
       .S("scenario", r.scenario)
       .S("policy", r.policy_name)
-      .S("cost_model", r.cost_source)
-      .Raw("bands", List(r.band_names, [](const std::string& b) { return JsonString(b); }))
+      .S("cost_model", r.cost_source);
+  if (!r.hardware.empty()) o.S("hardware", r.hardware);
+  o.Raw("bands", List(r.band_names, [](const std::string& b) { return JsonString(b); }))
       .Raw("summary", sum);
   o.Raw("classes", List(r.classes, ClassJson));
   o.Raw("requests", List(r.requests, RequestJson));
@@ -282,6 +288,12 @@ std::string ReportToText(const ReplayReport& r) {
   }
   std::snprintf(b, sizeof(b), "; memory band active %.0f s\n", m.memory_band_time_s);
   s += b;
+  if (!r.hardware.empty()) {
+    std::snprintf(b, sizeof(b),
+                  "hardware %s: throttled (trip) %.0f s, at the critical trip %.0f s, %d trips\n",
+                  r.hardware.c_str(), m.hw_throttle_s, m.hw_critical_s, m.hw_throttle_events);
+    s += b;
+  }
   if (m.cap_time_s[0] > 0 || m.cap_time_s[1] > 0) {
     std::snprintf(b, sizeof(b),
                   "time capped: performance %.0f s (compute slowed %.1f s), efficiency %.0f s "

@@ -21,7 +21,7 @@ th{background:#f0f0f0}td:first-child{text-align:left}
 <div id="meta"></div>
 <table id="classes"></table>
 <h2>Temperature and ambient</h2><canvas id="temp" width="1100" height="300"></canvas>
-<h2>Decisions</h2><canvas id="dec" width="1100" height="190"></canvas>
+<h2>Decisions</h2><canvas id="dec" width="1100" height="210"></canvas>
 <h2>Latency per request against its deadline</h2><canvas id="lat" width="1100" height="320"></canvas>
 <h2>Completion latency CDF per class</h2><canvas id="cdf" width="1100" height="300"></canvas>
 <script>
@@ -40,18 +40,31 @@ function axes(ctx, W, H, m, x0, x1, y0, y1, xl, yl, logy) {
   const fy = y => H - m.b - (ty(y) - a) / ((b - a) || 1) * (H - m.t - m.b);
   ctx.strokeStyle = "#444"; ctx.fillStyle = "#222"; ctx.font = "11px sans-serif";
   ctx.beginPath(); ctx.moveTo(m.l, m.t); ctx.lineTo(m.l, H - m.b); ctx.lineTo(W - m.r, H - m.b); ctx.stroke();
-  for (let i = 0; i <= 5; i++) {
+  for (let i = 0; i <= 5; i++) {  // tick labels centred under their tick: never cut
     const x = x0 + (x1 - x0) * i / 5;
-    ctx.fillText(x.toFixed(x1 - x0 < 10 ? 1 : 0), fx(x) - 10, H - m.b + 14);
+    ctx.textAlign = "center"; ctx.fillText(x.toFixed(x1 - x0 < 10 ? 1 : 0), fx(x), H - m.b + 14);
     let y = logy ? Math.pow(10, a + (b - a) * i / 5) : y0 + (y1 - y0) * i / 5;
-    ctx.fillText(y < 10 ? y.toFixed(2) : y.toFixed(0), 2, fy(y) + 4);
+    ctx.textAlign = "right";
+    if (y1 > y0) ctx.fillText(y < 10 ? y.toFixed(2) : y.toFixed(0), m.l - 4, fy(y) + 4);
   }
-  ctx.fillText(xl, W / 2, H - 4); ctx.save(); ctx.translate(10, m.t - 2); ctx.fillText(yl, 0, 0); ctx.restore();
+  ctx.textAlign = "center"; ctx.fillText(xl, (m.l + W - m.r) / 2, H - 4);
+  ctx.textAlign = "left"; if (yl) ctx.fillText(yl, 4, m.t - 6);
   return [fx, fy];
+}
+// Legend above the plot area (y < m.t), so it never covers data.
+function legend(ctx, x, y, items) {
+  ctx.font = "11px sans-serif"; ctx.textAlign = "left";
+  for (const [label, col, mark] of items) {
+    ctx.fillStyle = col;
+    if (mark) ctx.fillText(mark, x, y); else ctx.fillRect(x, y - 8, 14, 8);
+    ctx.fillStyle = "#222"; ctx.fillText(label, x + 18, y);
+    const mt = ctx.measureText(label);
+    x += 30 + (mt && mt.width ? mt.width : 7 * label.length);
+  }
 }
 function tempPlot() {
   const c = document.getElementById("temp"), ctx = c.getContext("2d"), W = c.width, H = c.height;
-  const m = {l:46, r:10, t:14, b:30}, S = R.samples;
+  const m = {l:52, r:40, t:34, b:34}, S = R.samples;
   if (!S.length) return;
   const t1 = S[S.length - 1][0];
   let lo = 1e9, hi = -1e9;
@@ -66,22 +79,26 @@ function tempPlot() {
   ctx.setLineDash([4, 3]); ctx.strokeStyle = "#999";
   R.band_enter_c.forEach((e, i) => { if (i > 0 && e > lo && e < hi) {
     ctx.beginPath(); ctx.moveTo(m.l, fy(e)); ctx.lineTo(W - m.r, fy(e)); ctx.stroke();
-    ctx.fillStyle = "#666"; ctx.fillText(R.bands[i] + " >= " + e, W - m.r - 120, fy(e) - 3); } });
+    ctx.fillStyle = "#666"; ctx.textAlign = "right"; ctx.fillText(R.bands[i] + " >= " + e, W - m.r - 2, fy(e) - 3); } });
   ctx.setLineDash([]);
   for (const [k, col] of [[1, "#c00"], [2, "#06c"]]) {
     ctx.strokeStyle = col; ctx.lineWidth = 1.5; ctx.beginPath();
     S.forEach((s, i) => { i ? ctx.lineTo(fx(s[0]), fy(s[k])) : ctx.moveTo(fx(s[0]), fy(s[k])); });
     ctx.stroke();
   }
-  ctx.lineWidth = 1; ctx.fillStyle = "#c00"; ctx.fillText("die", m.l + 8, m.t + 12);
-  ctx.fillStyle = "#06c"; ctx.fillText("ambient", m.l + 40, m.t + 12);
+  ctx.lineWidth = 1;
+  legend(ctx, m.l + 80, 14, [["die", "#c00"], ["ambient", "#06c"]].concat(
+    R.bands.map((b, i) => ["band " + b, BANDCOL[i % BANDCOL.length]])));
 }
 function decPlot() {
   const c = document.getElementById("dec"), ctx = c.getContext("2d"), W = c.width, H = c.height;
-  const m = {l:90, r:10, t:10, b:30}, D = R.decisions, t1 = R.summary.duration_s || 1;
-  const [fx] = axes(ctx, W, H, m, 0, t1, 0, 1, "time (s)", "", false);
+  const m = {l:90, r:40, t:30, b:34}, D = R.decisions, t1 = R.summary.duration_s || 1;
+  const [fx] = axes(ctx, W, H, m, 0, t1, 0, 0, "time (s)", "", false);
   const rows = ["band", "class", "precision", "layer drop", "memory"], rh = (H - m.t - m.b) / rows.length;
-  rows.forEach((r, i) => { ctx.fillStyle = "#222"; ctx.fillText(r, 4, m.t + rh * i + rh / 2 + 4); });
+  rows.forEach((r, i) => { ctx.fillStyle = "#222"; ctx.textAlign = "left"; ctx.fillText(r, 4, m.t + rh * i + rh / 2 + 4); });
+  legend(ctx, m.l, 14, [["warm", "#f5c242"], ["hot", "#f08030"], ["critical", "#d62728"]].concat(
+    CLS.map(k => [k, COL[k]]), [["W8A16", "#2ca02c"], ["W4A8", "#9467bd"], ["layers dropped", "rgba(214,39,40,0.6)"],
+    ["memory band", "#8c564b"], ["idle / none", "#eee"]]));
   for (let i = 0; i < D.length; i++) {
     const d = D[i], x0 = fx(d.t_s), x1 = fx(i + 1 < D.length ? D[i + 1].t_s : t1), w = Math.max(1, x1 - x0);
     const drop = /drop (\d+)/.exec(d.knobs), dr = drop ? +drop[1] : 0;
@@ -94,7 +111,7 @@ function decPlot() {
 }
 function latPlot() {
   const c = document.getElementById("lat"), ctx = c.getContext("2d"), W = c.width, H = c.height;
-  const m = {l:46, r:10, t:14, b:30}, Q = R.requests, t1 = R.summary.duration_s || 1;
+  const m = {l:52, r:40, t:34, b:34}, Q = R.requests, t1 = R.summary.duration_s || 1;
   let hi = 1;
   for (const q of Q) hi = Math.max(hi, q.completion_s, q.deadline_s);
   const [fx, fy] = axes(ctx, W, H, m, 0, t1, 0.05, hi * 1.2, "arrival (s)", "latency (s, log)", true);
@@ -107,23 +124,22 @@ function latPlot() {
     if (q.deadline_missed) { ctx.strokeStyle = COL[q.class]; ctx.beginPath(); ctx.moveTo(x - 4, y - 4); ctx.lineTo(x + 4, y + 4); ctx.moveTo(x + 4, y - 4); ctx.lineTo(x - 4, y + 4); ctx.stroke(); }
     else { ctx.beginPath(); ctx.arc(x, y, 3, 0, 7); ctx.fill(); }
   }
-  CLS.forEach((k, i) => { ctx.fillStyle = COL[k]; ctx.fillText(k, m.l + 10 + 90 * i, m.t + 10); });
-  ctx.fillStyle = "#000"; ctx.fillText("- deadline   x missed", m.l + 380, m.t + 10);
+  legend(ctx, m.l + 120, 14, CLS.map(k => [k, COL[k], "\u25cf"]).concat([["deadline", "#000", "-"], ["missed", "#000", "x"]]));
 }
 function cdfPlot() {
   const c = document.getElementById("cdf"), ctx = c.getContext("2d"), W = c.width, H = c.height;
-  const m = {l:46, r:10, t:14, b:30};
+  const m = {l:52, r:40, t:34, b:34};
   let hi = 1;
   for (const q of R.requests) if (q.status == "DONE") hi = Math.max(hi, q.completion_s);
   const [fx, fy] = axes(ctx, W, H, m, 0, hi, 0, 1, "completion latency (s)", "fraction", false);
   CLS.forEach((k, i) => {
     const v = R.requests.filter(q => q.class == k && q.status == "DONE").map(q => q.completion_s).sort((a, b) => a - b);
-    ctx.fillStyle = COL[k]; ctx.fillText(k + " (" + v.length + ")", m.l + 10 + 110 * i, m.t + 10);
     if (!v.length) return;
     ctx.strokeStyle = COL[k]; ctx.lineWidth = 2; ctx.beginPath(); ctx.moveTo(fx(0), fy(0));
     v.forEach((x, j) => { ctx.lineTo(fx(x), fy(j / v.length)); ctx.lineTo(fx(x), fy((j + 1) / v.length)); });
     ctx.stroke(); ctx.lineWidth = 1;
   });
+  legend(ctx, m.l + 120, 14, CLS.map(k => [k + " (" + R.requests.filter(q => q["class"] == k && q.status == "DONE").length + ")", COL[k]]));
 }
 function tables() {
   const s = R.summary;

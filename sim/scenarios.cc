@@ -45,6 +45,10 @@ struct Spec {
   std::function<double(double)> ambient;  // true ambient (C) at t (s)
   std::function<Rates(double)> rates;     // request rates at t (s)
   double chat_session_gap_s = 180;        // a pause this long starts a new conversation
+  // Navigation answers sized for the scenario (0 = the prompt's / category default).
+  uint32_t nav_max_tokens = 0;
+  uint32_t nav_deadline_lo_ms = 0, nav_deadline_hi_ms = 0;
+  std::vector<double> nav_times_s;  // one navigation request at each (re-routes)
 };
 
 // Windows [start, start + length) of navigation bursts.
@@ -57,7 +61,28 @@ std::vector<std::pair<double, double>> BurstWindows(uint64_t duration_ms, Prng& 
   return w;
 }
 
+Spec TrafficJamHeat(uint64_t duration_ms, Prng& layout) {
+  Spec s;
+  s.drive = {internal::DrivePattern::kCity, 10, false};  // stop-and-go
+  s.soc = {52, 4.0};  // midday sun on the dashboard; A/C and cameras on
+  s.ambient = [](double t) { return 40.0 + 5.0 * std::min(1.0, t / 1200.0); };  // 40 -> 45 C
+  s.rates = [](double) { return Rates{0.1, 0.3, 0.5, 0.1, 0.0}; };              // a long chat runs
+  // The navigation re-routes every 2.5..5 min: one prompt each.
+  const double end_s = static_cast<double>(duration_ms) / 1000.0;
+  for (double t = layout.Uniform(30, 90); t < end_s; t += layout.Uniform(150, 300)) {
+    s.nav_times_s.push_back(t);
+  }
+  s.chat_session_gap_s = 600;
+  // A re-route announcement ("Re-routing via the ring road, 6 minutes longer") is short;
+  // in a jam the car is crawling, so it may take a few seconds.
+  s.nav_max_tokens = 12;
+  s.nav_deadline_lo_ms = 8000;
+  s.nav_deadline_hi_ms = 12000;
+  return s;
+}
+
 Spec MakeSpec(std::string_view name, uint64_t duration_ms, Prng& layout) {
+  if (name == "traffic-jam-heat") return TrafficJamHeat(duration_ms, layout);
   Spec s;
   if (name == "city-commute") {
     s.drive = {internal::DrivePattern::kCity, 10, false};
@@ -106,7 +131,7 @@ Spec MakeSpec(std::string_view name, uint64_t duration_ms, Prng& layout) {
   return s;
 }
 
-constexpr std::array<ScenarioInfo, 6> kScenarios = {{
+constexpr std::array<ScenarioInfo, 7> kScenarios = {{
     {"city-commute",
      "stop-and-go city drive, 18->24 C, destination burst at the start, mixed load"},
     {"summer-heat-soak", "highway at 45 C ambient, SoC soaked to 55 C and heating under load"},
@@ -115,6 +140,8 @@ constexpr std::array<ScenarioInfo, 6> kScenarios = {{
     {"memory-squeeze", "another app takes memory in waves (250..450 MB left) every few minutes"},
     {"nav-burst-during-chat",
      "continuous chat with 30 s bursts of navigation prompts every 6..10 min"},
+    {"traffic-jam-heat",
+     "stop-and-go jam at 40->45 C, navigation re-routes every 2.5..5 min during a long chat"},
 }};
 
 uint32_t PickDeadline(const CategorySpec& c, Prng& rng) {
@@ -123,7 +150,32 @@ uint32_t PickDeadline(const CategorySpec& c, Prng& rng) {
   return c.deadline_lo_ms + 100 * static_cast<uint32_t>(rng.Below(steps + 1));
 }
 
-// Poisson arrivals per category (thinning against the maximum rate), as events.
+// One request event of category c at t (s).
+dl::Event RequestEvent(const Spec& spec, size_t c, double t, const dl::Prompt& prompt,
+                       uint32_t deadline) {
+  const CategorySpec& cs = kCategories[c];
+  if (c == kNav && spec.nav_deadline_hi_ms > 0) {  // the category's range, rescaled
+    deadline =
+        spec.nav_deadline_lo_ms + (deadline - cs.deadline_lo_ms) *
+                                      (spec.nav_deadline_hi_ms - spec.nav_deadline_lo_ms) /
+                                      std::max<uint32_t>(1, cs.deadline_hi_ms - cs.deadline_lo_ms);
+  }
+  dl::Event e;
+  e.set_t_ms(static_cast<uint64_t>(t * 1000.0));
+  auto* r = e.mutable_request();
+  r->set_client(cs.client);
+  r->set_urgency(cs.urgency);
+  r->set_prompt(prompt.text());
+  r->set_max_tokens(c == kNav && spec.nav_max_tokens ? spec.nav_max_tokens
+                    : prompt.max_tokens()            ? prompt.max_tokens()
+                                                     : cs.default_max_tokens);
+  r->set_deadline_ms(deadline);
+  r->set_category(cs.category);
+  return e;
+}
+
+// Poisson arrivals per category (thinning against the maximum rate), as events; plus the
+// scenario's fixed navigation times.
 Result<std::vector<dl::Event>> GenerateRequests(const Spec& spec, const dl::PromptSet& prompts,
                                                 uint64_t duration_ms, uint64_t seed) {
   std::vector<dl::Event> out;
@@ -152,23 +204,19 @@ Result<std::vector<dl::Event>> GenerateRequests(const Spec& spec, const dl::Prom
       const uint32_t deadline = PickDeadline(cs, rng);
       const bool new_conversation = rng.Bernoulli(0.15);
       if (accept * max_rate >= spec.rates(t)[c]) continue;
-      dl::Event e;
-      e.set_t_ms(static_cast<uint64_t>(t * 1000.0));
-      auto* r = e.mutable_request();
-      r->set_client(cs.client);
-      r->set_urgency(cs.urgency);
-      r->set_prompt(prompt.text());
-      r->set_max_tokens(prompt.max_tokens() ? prompt.max_tokens() : cs.default_max_tokens);
-      r->set_deadline_ms(deadline);
-      r->set_category(cs.category);
+      dl::Event e = RequestEvent(spec, c, t, prompt, deadline);
       if (c == kChat) {
         if (session == 0 || new_conversation || t - last_chat_s > spec.chat_session_gap_s) {
           session = next_session++;
         }
         last_chat_s = t;
-        r->set_session_id(session);
+        e.mutable_request()->set_session_id(session);
       }
       out.push_back(std::move(e));
+    }
+    for (const double t : c == kNav ? spec.nav_times_s : std::vector<double>{}) {
+      const dl::Prompt& prompt = *pool[rng.Below(pool.size())];
+      out.push_back(RequestEvent(spec, c, t, prompt, PickDeadline(cs, rng)));
     }
   }
   return out;

@@ -55,9 +55,10 @@ bool TuneScore::BetterThan(const TuneScore& o, double limit) const {
 
 Result<TuneScore> ScorePolicy(const qos::Policy& policy,
                               const std::vector<const dl::DriveLog*>& logs, const CostModel& cost,
-                              double peak_limit, const QualityTable* quality_table) {
+                              double peak_limit, const QualityTable* quality_table,
+                              const ReplayOptions* base) {
   TuneScore s;
-  ReplayOptions o;
+  ReplayOptions o = base ? *base : ReplayOptions{};
   o.quality = quality_table;
   o.policy = &policy;
   o.cost = &cost;
@@ -124,7 +125,8 @@ void Evaluate(const TuneOptions& o, std::vector<TuneCandidate>& batch, TuneResul
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].error.empty()) continue;
     pool.emplace_back([&, i] {
-      scores[i] = ScorePolicy(policies[i], o.logs, *o.cost, o.space.peak_celsius_limit, o.quality);
+      scores[i] = ScorePolicy(policies[i], o.logs, *o.cost, o.space.peak_celsius_limit, o.quality,
+                              o.replay_base);
     });
   }
   for (auto& t : pool) t.join();

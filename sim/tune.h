@@ -32,6 +32,7 @@
 #include "sim/drive_log.h"
 #include "sim/error.h"
 #include "sim/quality_table.h"
+#include "sim/replay.h"
 
 namespace ari::sim {
 
@@ -81,6 +82,9 @@ struct TuneOptions {
   uint64_t seed = 1;
   int threads = 2;
   const QualityTable* quality = nullptr;  // measured quality term; null: the proxy
+  // Replay settings other than policy/cost/quality (CPUs, RC model, SoC protection of a
+  // hardware profile: ApplyHardwareProfile); null: the defaults. Not owned.
+  const ReplayOptions* replay_base = nullptr;
 };
 
 struct TuneResult {
@@ -94,7 +98,8 @@ Result<TuneResult> Tune(const TuneOptions& options);
 // Scores one policy on the logs (the tuner's objective inputs).
 Result<TuneScore> ScorePolicy(const qos::Policy& policy,
                               const std::vector<const dl::DriveLog*>& logs, const CostModel& cost,
-                              double peak_limit, const QualityTable* quality = nullptr);
+                              double peak_limit, const QualityTable* quality = nullptr,
+                              const ReplayOptions* base = nullptr);
 
 // Non-dominated feasible candidates (critical misses, NORMAL p95, quality loss), best
 // objective first, plus the start and the best, with the parameters they change.

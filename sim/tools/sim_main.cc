@@ -23,11 +23,14 @@
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "sim/calibrate.h"
+#include "sim/compare_cli.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/drive_log_stats.h"
+#include "sim/hardware_profile.h"
 #include "sim/live_replay.h"
 #include "sim/prompts.h"
+#include "sim/quality_table.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/scenarios.h"
@@ -337,11 +340,31 @@ int LiveReplay(const Args& args, const dl::DriveLog& log, const std::string& log
   return log_clean ? kOk : kProblems;
 }
 
+// The cost model of a model-mode replay: --hardware (+ --model), --cost or the built-in
+// one. Returns kOk or the exit code (after printing).
+int ReplayCost(const Args& args, std::optional<ari::sim::HardwareProfile>& hardware,
+               std::optional<ari::sim::CostModel>& cost) {
+  if (auto h = args.Get("hardware")) {
+    if (args.Get("cost")) return Fail("replay", "give --hardware or --cost, not both"), kUsage;
+    auto hp = ari::sim::FindHardwareProfile(*h);
+    if (!hp) return Fail("replay", "hardware: " + hp.error().message);
+    hardware = std::move(*hp);
+  } else if (args.Get("model")) {
+    return Fail("replay", "--model needs --hardware"), kUsage;
+  }
+  auto c = hardware ? ari::sim::ProfileCostModel(*hardware, args.Get("model").value_or(""))
+           : args.Get("cost") ? ari::sim::LoadCostModel(*args.Get("cost"))
+                              : ari::sim::BuiltinCostModel();
+  if (!c) return Fail("replay", c.error().message);
+  cost = std::move(*c);
+  return kOk;
+}
+
 int CmdReplay(std::span<char* const> argv) {
   static constexpr std::string_view kKnown[] = {
-      "log",         "mode",       "policy",       "cost",   "json",
-      "html",        "slots",      "time-scale",   "domain", "cyclone-config",
-      "calibration", "model-json", "node-timeout", "drain",  "tokenizer"};
+      "log",          "mode",       "policy",    "cost",           "json",        "html",
+      "slots",        "time-scale", "domain",    "cyclone-config", "calibration", "model-json",
+      "node-timeout", "drain",      "tokenizer", "hardware",       "model"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("replay", args.error().message), kUsage;
   const auto log_path = args->Get("log");
@@ -377,10 +400,11 @@ int CmdReplay(std::span<char* const> argv) {
   }
   auto policy = ari::qos::LoadPolicyFile(policy_path);
   if (!policy) return Fail("replay", "policy: " + policy.error().ToString());
-  auto cost = args->Get("cost") ? ari::sim::LoadCostModel(*args->Get("cost"))
-                                : ari::sim::BuiltinCostModel();
-  if (!cost) return Fail("replay", cost.error().message);
+  std::optional<ari::sim::HardwareProfile> hardware;
+  std::optional<ari::sim::CostModel> cost;
+  if (const int rc = ReplayCost(*args, hardware, cost); rc != kOk) return rc;
   ari::sim::ReplayOptions o;
+  if (hardware) ari::sim::ApplyHardwareProfile(*hardware, o);
   o.policy = &*policy;
   o.cost = &*cost;
   if (auto sl = args->Get("slots")) o.slots = std::atoi(sl->c_str());
@@ -411,6 +435,35 @@ int CmdReplay(std::span<char* const> argv) {
       return Fail("replay", r.error().message);
   }
   return corrupt.empty() ? kOk : kProblems;
+}
+
+int CmdCompare(std::span<char* const> argv) {
+  static constexpr std::string_view kKnown[] = {"log",  "policy", "hardware", "model", "quality",
+                                                "json", "html",   "threads",  "slots"};
+  auto args = ParseArgs(argv, kKnown);
+  if (!args) return Fail("compare", args.error().message), kUsage;
+  ari::sim::CompareCliArgs c;
+  for (const auto& [k, v] : args->flags) {
+    if (k == "log") c.logs.push_back(v);
+    if (k == "policy") c.policies.push_back(v);
+  }
+  if (c.logs.empty() || !args->positional.empty()) {
+    return Fail("compare",
+                "usage: ari-sim compare --log LOG... [--policy P...] [--hardware H] "
+                "[--model M] [--quality Q.json] [--json OUT] [--html OUT]"),
+           kUsage;
+  }
+  c.hardware = args->Get("hardware").value_or("dev-vm");
+  c.model = args->Get("model").value_or("");
+  c.quality = args->Get("quality").value_or("");
+  c.json = args->Get("json").value_or("");
+  c.html = args->Get("html").value_or("");
+  c.threads = std::max(1, std::atoi(args->Get("threads").value_or("2").c_str()));
+  c.slots = std::max(0, std::atoi(args->Get("slots").value_or("0").c_str()));
+  auto text = ari::sim::RunCompareCli(c);
+  if (!text) return Fail("compare", text.error().message);
+  std::fputs(text->c_str(), stdout);
+  return kOk;
 }
 
 int CmdCost(std::span<char* const> argv) {
@@ -464,7 +517,8 @@ constexpr Command kCommands[] = {
     {"stats", "stats LOG          event counts per kind/class, time span, value ranges", CmdStats},
     {"scenarios", "scenarios          list the scenario names", CmdScenarios},
     {"replay",
-     "replay --log LOG [--mode model] [--policy P] [--cost C] [--json OUT] [--html OUT]\n"
+     "replay --log LOG [--mode model] [--policy P] [--cost C | --hardware H [--model M]]\n"
+     "         [--json OUT] [--html OUT]\n"
      "                     simulate the log in virtual time (real scheduler + governor,\n"
      "                     cost model, RC thermal model)\n"
      "  replay --log LOG --mode live [--time-scale X] [--domain D] [--cyclone-config F]\n"
@@ -474,6 +528,13 @@ constexpr Command kCommands[] = {
      "                     ari/v1/sim_environment) and record every chunk; --calibration:\n"
      "                     also replay in model mode and report the prediction error",
      CmdReplay},
+    {"compare",
+     "compare --log LOG... [--policy NAME|FILE...] [--hardware NAME|FILE] [--model 1.5b]\n"
+     "         [--quality TABLE.json] [--json OUT] [--html OUT] [--threads 2]\n"
+     "                     replay the logs with several policies (default: default,\n"
+     "                     static-performance, static-eco) on one hardware profile\n"
+     "                     (default dev-vm; config/hardware/), side by side",
+     CmdCompare},
     {"cost",
      "cost BENCH.json... -o COST.json [--layers N] [--isa T] [--efficiency-speed X]\n"
      "                     cost model from ari-perf/ari-bench --json output",

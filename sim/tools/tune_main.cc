@@ -24,6 +24,7 @@
 #include "qos/shipped_config.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
+#include "sim/hardware_profile.h"
 #include "sim/quality_table.h"
 #include "sim/tune.h"
 
@@ -35,7 +36,10 @@ void Usage(FILE* out = stderr) {
   std::fputs(
       "usage: ari-tune --logs A.pb [B.pb ...] [--space SPACE.textproto] [--budget N] [--seed S]\n"
       "                [--policy START.textproto] [--cost COST.json] [--threads 2]\n"
-      "                [--quality TABLE.json] [-o OUT.textproto]\n"
+      "                [--quality TABLE.json] [--hardware NAME|FILE [--model 1.5b]]\n"
+      "                [-o OUT.textproto]\n"
+      "--hardware: tune for a head-unit profile (config/hardware/, docs/hardware_profiles.md):\n"
+      "its cores, cost model of --model (default: the profile's), RC model and SoC trips\n"
       "defaults: budget 40, seed 1, the shipped tune_space.textproto and\n"
       "policy_default.textproto (found as qos/shipped_config.h says: $ARI_CONFIG_DIR,\n"
       "../share/ari next to the binary, the source tree's config/), the built-in cost\n"
@@ -61,6 +65,7 @@ struct TuneArgs {
   std::vector<std::string> logs;
   // empty space/policy: the shipped defaults
   std::string space_path, policy_path, cost_path, quality_path, out = "tuned_policy.textproto";
+  std::string hardware, model;  // empty: the built-in (dev-VM) cost model, default replay
   int budget = 40, threads = 2;
   uint64_t seed = 1;
 };
@@ -92,6 +97,10 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
       o.cost_path = v;
     else if (a == "--quality")
       o.quality_path = v;
+    else if (a == "--hardware")
+      o.hardware = v;
+    else if (a == "--model")
+      o.model = v;
     else if (a == "--threads")
       o.threads = std::atoi(v);
     else if (a == "-o" || a == "--output")
@@ -108,6 +117,9 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
     *path = shipped->string();
   }
   if (o.budget < 1) return Fail("--budget must be >= 1"), kUsage;
+  if (!o.hardware.empty() && !o.cost_path.empty())
+    return Fail("give --hardware or --cost, not both"), kUsage;
+  if (o.hardware.empty() && !o.model.empty()) return Fail("--model needs --hardware"), kUsage;
   return std::nullopt;
 }
 
@@ -167,8 +179,19 @@ int main(int argc, char** argv) {
   if (const std::optional<int> rc = ParseArgs(argc, argv, args)) return *rc;
   auto start = ari::qos::LoadPolicyFile(args.policy_path);
   if (!start) return Fail("policy: " + start.error().ToString());
-  auto cost = args.cost_path.empty() ? ari::sim::BuiltinCostModel()
-                                     : ari::sim::LoadCostModel(args.cost_path);
+  std::optional<ari::sim::HardwareProfile> hardware;
+  ari::sim::ReplayOptions replay_base;
+  if (!args.hardware.empty()) {
+    auto hp = ari::sim::FindHardwareProfile(args.hardware);
+    if (!hp) return Fail("hardware: " + hp.error().message);
+    hardware = std::move(*hp);
+    ari::sim::ApplyHardwareProfile(*hardware, replay_base);
+    std::printf("hardware: %s, model %s\n", hardware->name().c_str(),
+                (args.model.empty() ? hardware->proto.default_model() : args.model).c_str());
+  }
+  auto cost = hardware                 ? ari::sim::ProfileCostModel(*hardware, args.model)
+              : args.cost_path.empty() ? ari::sim::BuiltinCostModel()
+                                       : ari::sim::LoadCostModel(args.cost_path);
   if (!cost) return Fail(cost.error().message);
   std::optional<ari::sim::QualityTable> quality;
   if (!args.quality_path.empty()) {
@@ -199,6 +222,7 @@ int main(int argc, char** argv) {
   o.seed = args.seed;
   o.threads = args.threads;
   o.quality = quality ? &*quality : nullptr;
+  o.replay_base = hardware ? &replay_base : nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   auto res = ari::sim::Tune(o);
   if (!res) return Fail(res.error().message);
