@@ -118,8 +118,8 @@ TEST(ThreadPool, ReportsPinningFailures) {
 }
 
 void Spin(void*, int, int) {
-  volatile int x = 0;
-  for (int i = 0; i < 100000; ++i) x = x + i;
+  volatile unsigned x = 0;  // unsigned: the sum wraps, defined (UBSan)
+  for (unsigned i = 0; i < 100000; ++i) x = x + i;
 }
 void SpinUnit(void*, int64_t, int) { Spin(nullptr, 0, 1); }
 
