@@ -184,6 +184,13 @@ double CostModel::FrequencyFactor(runtime::ChunkPhase phase, bool efficiency,
   return 1.0 + sens * (nominal / cap - 1.0);
 }
 
+double CostModel::MaskSeconds(int tokens, bool efficiency, uint32_t cap_khz) const {
+  if (tokens <= 0 || !(mask_us_per_token > 0)) return 0.0;
+  double s = static_cast<double>(tokens) * mask_us_per_token * 1e-6;
+  if (efficiency && efficiency_core_speed > 0) s /= efficiency_core_speed;
+  return s * FrequencyFactor(runtime::ChunkPhase::kPrefill, efficiency, cap_khz);
+}
+
 double CostModel::DropFactor(runtime::ChunkPhase phase, int level) const {
   if (level <= 0) return 1.0;
   const std::vector<double>& f =
@@ -269,6 +276,9 @@ Result<void> CostModel::Validate() const {
       !(freq_sensitivity_decode >= 0 && freq_sensitivity_decode <= 1)) {
     return bad("freq_sensitivity values must be in [0, 1]");
   }
+  if (!(mask_us_per_token >= 0 && mask_us_per_token < 1e6)) {
+    return bad("mask_us_per_token must be in [0, 1e6)");
+  }
   if (auto ok = ValidateDropCost(*this); !ok) return ok;
   for (size_t i = 0; i < entries.size(); ++i) {
     const CostEntry& e = entries[i];
@@ -301,6 +311,7 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
   m.best_isa = Str(*v, "best_isa", "avx2");
   m.thread_scaling = Num(*v, "thread_scaling", 0.8);
   m.efficiency_core_speed = Num(*v, "efficiency_core_speed", 0.5);
+  m.mask_us_per_token = Num(*v, "mask_us_per_token", 0.0);
   m.isa_speed = DefaultIsaSpeed();
   if (const pb::Value* is = Field(*v, "isa_speed"); is && is->has_struct_value()) {
     for (const auto& [k, x] : is->struct_value().fields()) m.isa_speed[k] = x.number_value();
@@ -376,6 +387,9 @@ std::string CostModelToJson(const CostModel& m) {
       m.freq_sensitivity_decode != CostModel::kDefaultFreqSensitivityDecode) {
     s += "  \"freq_sensitivity\": {\"prefill\": " + Fmt(m.freq_sensitivity_prefill) +
          ", \"decode\": " + Fmt(m.freq_sensitivity_decode) + "},\n";
+  }
+  if (m.mask_us_per_token != 0) {
+    s += "  \"mask_us_per_token\": " + Fmt(m.mask_us_per_token) + ",\n";
   }
   s += DropCostJson(m);
   s += "  \"entries\": [\n";
