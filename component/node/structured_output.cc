@@ -21,8 +21,8 @@ bool ValidName(std::string_view n) {
 
 Result<std::shared_ptr<const runtime::CompiledGrammar>> CompileFile(
     const config::RegisteredSchema& entry, const std::filesystem::path& path) {
-  const std::string where = "structured_output: schema '" + entry.name() + "' (" +
-                            path.string() + "): ";
+  const std::string where =
+      "structured_output: schema '" + entry.name() + "' (" + path.string() + "): ";
   const std::string ext = path.extension().string();
   if (ext != ".json" && ext != ".gbnf") {
     return MakeError(ErrorCode::kConfig,
@@ -84,10 +84,9 @@ Result<std::unique_ptr<StructuredOutput>> StructuredOutput::Create(
     const runtime::Tokenizer& tokenizer) {
   std::unique_ptr<StructuredOutput> so(new StructuredOutput());
   if (c.max_inline_bytes() > ari_kFormatTextLen) {
-    return MakeError(ErrorCode::kConfig, "structured_output: max_inline_bytes " +
-                                             std::to_string(c.max_inline_bytes()) +
-                                             " > the IDL bound " +
-                                             std::to_string(ari_kFormatTextLen));
+    return MakeError(ErrorCode::kConfig,
+                     "structured_output: max_inline_bytes " + std::to_string(c.max_inline_bytes()) +
+                         " > the IDL bound " + std::to_string(ari_kFormatTextLen));
   }
   if (c.max_inline_bytes() > 0) so->limits_.max_inline_bytes = c.max_inline_bytes();
   if (c.max_constrained_in_flight() > 1024) {
