@@ -152,6 +152,7 @@ Result<std::shared_ptr<const runtime::CompiledGrammar>> StructuredOutput::Gramma
 
 std::vector<std::string> StructuredOutput::names() const {
   std::vector<std::string> out;
+  out.reserve(registry_.size());
   for (const auto& [name, g] : registry_) out.push_back(name);
   return out;
 }
