@@ -210,5 +210,23 @@ TEST_F(StructuredOutputTest, FormatStateFollowsTheConstraint) {
   (*so)->pool().Release(slot);
 }
 
+// A vocabulary that cannot spell what the grammar needs: the terminal is a dead end (the
+// node answers FAILED + FORMAT_INCOMPLETE), never complete.
+TEST(JudgeFormat, DeadEndIsIncompleteAndFails) {
+  auto g = runtime::CompiledGrammar::Parse(R"(root ::= "a" "z")");
+  ASSERT_TRUE(g.has_value());
+  auto t = runtime::TokenTrie::FromPieces({"a", "b", "<eos>"}, {2});
+  ASSERT_TRUE(t.has_value());
+  runtime::TokenConstraint c(*g, *t);
+  ASSERT_TRUE(c.Accept(0));
+  c.ComputeMask();
+  ASSERT_TRUE(c.DeadEnd());
+  const FormatVerdict v = JudgeFormat(c, ari_STATUS_DONE, "grammar_dead_end");
+  EXPECT_EQ(v.state, ari_FORMAT_INCOMPLETE);
+  EXPECT_TRUE(v.dead_end);
+  EXPECT_NE(v.message.find("grammar dead end"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("structured output incomplete"), std::string::npos) << v.message;
+}
+
 }  // namespace
 }  // namespace ari::component
