@@ -271,6 +271,43 @@ TEST_F(NodeStructured, FullConstraintPoolAnswersBusy) {
   EXPECT_EQ(sum->format_state, ari_FORMAT_COMPLETE) << sum->message;
 }
 
+// ari-cli ask --schema-name / --schema FILE / --grammar FILE: the answer on stdout, the
+// format state on stderr's last line; a bad inline schema exits 5 (INVALID).
+TEST_F(NodeStructured, AriCliSendsEachFormKind) {
+  const auto bin = NodeBinary().parent_path() / "ari-cli";
+  auto cli = [&](const std::string& args, std::string* out, std::string* err) {
+    const std::string cmd = bin.string() + " --domain " + std::to_string(TestDomainId()) +
+                            " --config " + (SourceDir() / "config" / "cyclonedds-lo.xml").string() +
+                            " --client cli ask " + args + " >" + (g_dir / "cli.out").string() +
+                            " 2>" + (g_dir / "cli.err").string();
+    const int rc = std::system(cmd.c_str());
+    *out = ReadText(g_dir / "cli.out");
+    *err = ReadText(g_dir / "cli.err");
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  std::string out, err;
+  EXPECT_EQ(cli("--max-tokens 64 --schema-name yes_no_confirmation 'Shall I?'", &out, &err), 0)
+      << err;
+  EXPECT_NE(err.find("structured output: FORMAT_COMPLETE"), std::string::npos) << err;
+  EXPECT_EQ(ValidateJson(out, SchemaText("yes_no_confirmation")), "") << out;
+
+  const auto schema = SourceDir() / "config" / "schemas" / "climate_setting.json";
+  EXPECT_EQ(cli("--max-tokens 400 --schema " + schema.string() + " 'Warm the car'", &out, &err), 0)
+      << err;
+  EXPECT_NE(err.find("structured output: FORMAT_COMPLETE"), std::string::npos) << err;
+  EXPECT_EQ(ValidateJson(out, ReadText(schema)), "") << out;
+
+  std::ofstream(g_dir / "short.gbnf") << "root ::= \"Tom \" [a-z]{3,9}\n";
+  EXPECT_EQ(
+      cli("--max-tokens 2 --grammar " + (g_dir / "short.gbnf").string() + " 'Once'", &out, &err), 0)
+      << err;
+  EXPECT_NE(err.find("structured output: FORMAT_INCOMPLETE"), std::string::npos) << err;
+
+  std::ofstream(g_dir / "bad.json") << "{\"type\": \"nope\"}";
+  EXPECT_EQ(cli("--schema " + (g_dir / "bad.json").string() + " 'x'", &out, &err), 5) << err;
+  EXPECT_NE(err.find("INVALID"), std::string::npos) << err;
+}
+
 TEST(NodeStructuredConfig, BadRegisteredSchemaKeepsTheNodeFromStarting) {
   const auto dir = TempDir("node_structured_bad");
   const auto model = Stories260K(dir);
