@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "component/node/node.h"
 #include "runtime/model/model.h"
 #include "tests/common/counting_allocator.h"
 #include "tests/component/node_test_util.h"
@@ -86,6 +87,19 @@ TEST_F(StructuredOutputTest, ShippedSchemasCompile) {
   auto none = (*so)->GrammarFor(ari_ResponseFormat{});
   ASSERT_TRUE(none.has_value());
   EXPECT_EQ(*none, nullptr);
+}
+
+// What ari-node does with the shipped config/node.textproto at start.
+TEST_F(StructuredOutputTest, ShippedNodeConfigRegistersTheFourSchemas) {
+  auto cfg = LoadNodeConfig(SourceDir() / "config" / "node.textproto");
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().ToString();
+  auto so = StructuredOutput::Create(cfg->structured_output(), SourceDir() / "config", Tok());
+  ASSERT_TRUE(so.has_value()) << so.error().ToString();
+  EXPECT_EQ((*so)->names(),
+            (std::vector<std::string>{"climate_setting", "media_command", "navigation_destination",
+                                      "yes_no_confirmation"}));
+  EXPECT_EQ((*so)->limits().max_inline_bytes, 2048u);
+  EXPECT_EQ((*so)->pool().size(), 4);
 }
 
 TEST_F(StructuredOutputTest, BadRegisteredFileNamesTheFileAndThePosition) {
