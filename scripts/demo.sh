@@ -56,13 +56,15 @@ else
 fi
 
 # The shipped config and policy, with the sensor replaced by the demo's heat ramp and the
-# bands' dwell times shortened (a demo of 20 s instead of minutes in each band).
+# bands' dwell times shortened (a demo of 20 s instead of minutes in each band); room for
+# the JSON answer (stories260K spells a destination in many small tokens).
 sed -E 's/min_dwell_ms: [0-9]+/min_dwell_ms: 500/' "$ROOT/config/policy_default.textproto" \
     >"$OUT/policy_demo.textproto"
 sed -E -e "s|^policy_path: .*|policy_path: \"$OUT/policy_demo.textproto\"|" \
     -e "s|cyclone_config: \"cyclonedds-lo.xml\"|cyclone_config: \"$ROOT/config/cyclonedds-lo.xml\"|" \
     -e "s|^sensor \{.*|sensor { kind: SENSOR_REPLAY replay_csv: \"$ROOT/scripts/demo_heat_ramp.csv\" }|" \
     -e "s|path: \"schemas/|path: \"$ROOT/config/schemas/|" \
+    -e "s|max_max_tokens: [0-9]+|max_max_tokens: 448|" \
     "$ROOT/config/node.textproto" >"$OUT/node_demo.textproto"
 
 echo "== Starting ari-node (domain $DOMAIN, loopback config, replayed heat ramp, log: $OUT/node.log)"
@@ -134,7 +136,7 @@ echo
 echo "== nav: CRITICAL navigation command, answer constrained by the registered JSON schema"
 echo "   navigation_destination (ari-cli ask --schema-name navigation_destination)"
 set +e
-"${CLI[@]}" --client nav ask --urgency critical --deadline-ms 10000 --max-tokens 256 \
+"${CLI[@]}" --client nav ask --urgency critical --deadline-ms 10000 --max-tokens 448 \
     --schema-name navigation_destination "$PROMPT_C" >"$OUT/nav_json.out" 2>"$OUT/nav_json.err"
 JSON_RC=$?
 set -e
