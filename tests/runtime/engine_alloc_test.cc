@@ -67,7 +67,9 @@ void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns,
       masked += r->masked_tokens;
       if (r->finished) break;
     }
-    if (constraint != nullptr) EXPECT_GT(masked, 0);  // the mask ran on this turn
+    if (constraint != nullptr) {
+      EXPECT_GT(masked, 0);  // the mask ran on this turn
+    }
   }
 }
 
