@@ -319,8 +319,8 @@ class Scheduler {
   // Slot parking (scheduler_park.cc). With mu_ held: the waiting request that may park a
   // turn now and its victim (both null: none).
   struct ParkPlan {
-    Live* newcomer = nullptr;
-    Live* victim = nullptr;
+    const Live* newcomer = nullptr;
+    const Live* victim = nullptr;
   };
   ParkPlan FindPark(int64_t now) const;
   // With mu_ held (released around ParkSlot): parks for the newcomer; its id, or 0.

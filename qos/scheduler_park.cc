@@ -63,7 +63,7 @@ Scheduler::ParkPlan Scheduler::FindPark(int64_t now) const {
     }
   }
   if (!v || Rank(w->req.urgency) >= Rank(v->req.urgency)) return none;  // strictly higher
-  return ParkPlan{const_cast<Live*>(w), const_cast<Live*>(v)};
+  return ParkPlan{w, v};
 }
 
 uint64_t Scheduler::ParkForNewcomer(std::unique_lock<std::mutex>& lk, int64_t now,

@@ -171,6 +171,12 @@ struct CpuTimedRunner final : runtime::ChunkRunner {
     last_cpu_ns.store((ProcessCpuNs() - t0) / std::max(1, k.threads));
     return r;
   }
+  int32_t num_park_areas() const override { return inner.num_park_areas(); }
+  runtime::Result<runtime::ParkId> ParkSlot(int32_t slot) override { return inner.ParkSlot(slot); }
+  runtime::Result<void> ResumeParked(runtime::ParkId id, int32_t slot) override {
+    return inner.ResumeParked(id, slot);
+  }
+  void DropParked(runtime::ParkId id) override { inner.DropParked(id); }
   runtime::ChunkRunner& inner;
   std::atomic<int64_t> last_cpu_ns{0};
 };

@@ -113,7 +113,7 @@ TEST(SchedulerPark, EveryClassMixWithAllSlotsBusy) {
         uint64_t victim = 0;
         for (int i = 0, m = mix; i < slots; ++i, m /= kNumUrgencies) {
           const int rank = m % kNumUrgencies;
-          const uint64_t id = static_cast<uint64_t>(i + 1);
+          const uint64_t id = static_cast<uint64_t>(i) + 1;
           rig.Start(id, UrgencyFromRank(rank));
           ids.push_back(id);
           if (rank >= lowest) {  // later started wins ties
