@@ -348,6 +348,7 @@ runtime::Result<runtime::ChunkResult> Scheduler::RunPlannedChunk(const Live& r,
     turn.sampling = r.req.sampling;
     turn.max_tokens = plan.max_tokens;
     turn.keep_context = keep_context;
+    turn.masked = r.req.masked || r.req.sampling.constraint != nullptr;
     started = engine.StartTurn(plan.slot, turn);
   }
   return started ? engine.RunChunk(plan.slot, plan.engine_knobs)
@@ -363,6 +364,8 @@ ChunkRan RanOf(const runtime::ChunkResult& r) {
   ran.cpus = r.cpus_ran;
   ran.layers_dropped = r.layers_dropped;
   ran.kv_type = r.kv_type;
+  ran.masked_tokens = r.masked_tokens;
+  ran.mask_ns = r.mask_ns;
   ran.pin_failures = r.pin_failures;
   ran.isa_refused = r.isa_refused;
   return ran;

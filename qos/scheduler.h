@@ -98,6 +98,10 @@ struct SchedRequest {
   int64_t deadline_ns = 0;  // absolute clock time; 0 = now + class default_deadline_ms
   uint64_t session_id = 0;  // 0 = one-shot (fresh context, slot freed afterwards)
   runtime::SamplingParams sampling;
+  // Decode under a response format (JSON schema / grammar). Implied by
+  // sampling.constraint; the simulator sets it alone (its engine charges the measured
+  // mask cost per token instead of masking).
+  bool masked = false;
 };
 
 enum class SubmitStatus : uint8_t {
@@ -121,6 +125,10 @@ struct ChunkRan {
   runtime::KvType kv_type = runtime::KvType::kF32;
   int32_t pin_failures = 0;
   bool isa_refused = false;
+  // Constrained decoding: tokens sampled under the response format's mask and the part
+  // of the chunk's compute time spent on the mask (runtime::ChunkResult::mask_ns).
+  int32_t masked_tokens = 0;
+  int64_t mask_ns = 0;
 };
 ChunkRan RanOf(const runtime::ChunkResult& r);
 

@@ -13,7 +13,10 @@
 #  4. during the ramp, client "assistant" asks short HIGH requests: the table shows
 #     precision, cores, chunk size and layer drop change with the band, as they ran;
 #  5. show the governor's decisions (node log + ari-cli watch);
-#  6. stop the node by its PID with SIGTERM and check it exits 0.
+#  6. client "nav" sends a CRITICAL navigation command constrained by the registered schema
+#     navigation_destination (config/schemas/): the answer is JSON, ends FORMAT_COMPLETE,
+#     and is parsed and checked here by Python's json module (no code shared with ARI);
+#  7. stop the node by its PID with SIGTERM and check it exits 0.
 set -euo pipefail
 BUILD="${1:?usage: demo.sh <build dir>}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,12 +56,15 @@ else
 fi
 
 # The shipped config and policy, with the sensor replaced by the demo's heat ramp and the
-# bands' dwell times shortened (a demo of 20 s instead of minutes in each band).
+# bands' dwell times shortened (a demo of 20 s instead of minutes in each band); room for
+# the JSON answer (stories260K spells a destination in many small tokens).
 sed -E 's/min_dwell_ms: [0-9]+/min_dwell_ms: 500/' "$ROOT/config/policy_default.textproto" \
     >"$OUT/policy_demo.textproto"
 sed -E -e "s|^policy_path: .*|policy_path: \"$OUT/policy_demo.textproto\"|" \
     -e "s|cyclone_config: \"cyclonedds-lo.xml\"|cyclone_config: \"$ROOT/config/cyclonedds-lo.xml\"|" \
     -e "s|^sensor \{.*|sensor { kind: SENSOR_REPLAY replay_csv: \"$ROOT/scripts/demo_heat_ramp.csv\" }|" \
+    -e "s|path: \"schemas/|path: \"$ROOT/config/schemas/|" \
+    -e "s|max_max_tokens: [0-9]+|max_max_tokens: 448|" \
     "$ROOT/config/node.textproto" >"$OUT/node_demo.textproto"
 
 echo "== Starting ari-node (domain $DOMAIN, loopback config, replayed heat ramp, log: $OUT/node.log)"
@@ -127,6 +133,39 @@ echo "-- NodeStatus as seen by 'ari-cli watch' (first lines):"
 head -n 4 "$OUT/watch.log" | cut -c1-200
 
 echo
+echo "== nav: CRITICAL navigation command, answer constrained by the registered JSON schema"
+echo "   navigation_destination (ari-cli ask --schema-name navigation_destination)"
+set +e
+"${CLI[@]}" --client nav ask --urgency critical --deadline-ms 10000 --max-tokens 448 \
+    --schema-name navigation_destination "$PROMPT_C" >"$OUT/nav_json.out" 2>"$OUT/nav_json.err"
+JSON_RC=$?
+set -e
+echo "-- the answer (streamed text):"
+cat "$OUT/nav_json.out"
+grep -v '^request ' "$OUT/nav_json.err" || true
+grep -q "structured output: FORMAT_COMPLETE" "$OUT/nav_json.err" || JSON_RC=1
+if command -v python3 >/dev/null; then
+  echo "-- checked outside ARI (Python json + the schema's required fields and enums):"
+  python3 - "$OUT/nav_json.out" "$ROOT/config/schemas/navigation_destination.json" <<'PY' ||
+import json, sys
+answer = json.load(open(sys.argv[1]))
+schema = json.load(open(sys.argv[2]))
+props = schema["properties"]
+missing = [k for k in schema.get("required", []) if k not in answer]
+extra = [k for k in answer if k not in props]
+bad = [k for k, v in answer.items()
+       if k in props and "enum" in props[k] and v not in props[k]["enum"]]
+bad += [k for k, v in answer.items() if k in props and "const" in props[k] and v != props[k]["const"]]
+print("   parsed:", json.dumps(answer, ensure_ascii=False))
+print("   required present: %s, unknown keys: %s, enum/const violations: %s"
+      % (not missing, extra or "none", bad or "none"))
+sys.exit(1 if missing or extra or bad else 0)
+PY
+    JSON_RC=1
+fi
+echo "   (exit code: nav JSON $JSON_RC)"
+
+echo
 echo "== Stopping ari-node (PID $NODE_PID) with SIGTERM"
 trap - EXIT
 kill -TERM "$NODE_PID"
@@ -140,4 +179,4 @@ if [[ $NODE_RC -ne 0 ]]; then
   exit 1
 fi
 echo "ari-node exited 0"
-[[ $NAV_RC -eq 0 && $CHAT_RC -eq 0 && $HIGH_RC -eq 0 ]]
+[[ $NAV_RC -eq 0 && $CHAT_RC -eq 0 && $HIGH_RC -eq 0 && $JSON_RC -eq 0 ]]

@@ -184,6 +184,13 @@ double CostModel::FrequencyFactor(runtime::ChunkPhase phase, bool efficiency,
   return 1.0 + sens * (nominal / cap - 1.0);
 }
 
+double CostModel::MaskSeconds(int tokens, bool efficiency, uint32_t cap_khz) const {
+  if (tokens <= 0 || !(mask_us_per_token > 0)) return 0.0;
+  double s = static_cast<double>(tokens) * mask_us_per_token * 1e-6;
+  if (efficiency && efficiency_core_speed > 0) s /= efficiency_core_speed;
+  return s * FrequencyFactor(runtime::ChunkPhase::kPrefill, efficiency, cap_khz);
+}
+
 double CostModel::DropFactor(runtime::ChunkPhase phase, int level) const {
   if (level <= 0) return 1.0;
   const std::vector<double>& f =
@@ -272,6 +279,9 @@ Result<void> CostModel::Validate() const {
   if (!(park_ms_per_1k_positions >= 0 && park_ms_per_1k_positions < 1e6)) {
     return bad("park_ms_per_1k_positions must be in [0, 1e6)");
   }
+  if (!(mask_us_per_token >= 0 && mask_us_per_token < 1e6)) {
+    return bad("mask_us_per_token must be in [0, 1e6)");
+  }
   if (auto ok = ValidateDropCost(*this); !ok) return ok;
   for (size_t i = 0; i < entries.size(); ++i) {
     const CostEntry& e = entries[i];
@@ -306,6 +316,7 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
   m.efficiency_core_speed = Num(*v, "efficiency_core_speed", 0.5);
   m.park_ms_per_1k_positions =
       Num(*v, "park_ms_per_1k_positions", CostModel::kDefaultParkMsPer1kPositions);
+  m.mask_us_per_token = Num(*v, "mask_us_per_token", 0.0);
   m.isa_speed = DefaultIsaSpeed();
   if (const pb::Value* is = Field(*v, "isa_speed"); is && is->has_struct_value()) {
     for (const auto& [k, x] : is->struct_value().fields()) m.isa_speed[k] = x.number_value();
@@ -384,6 +395,9 @@ std::string CostModelToJson(const CostModel& m) {
   }
   if (m.park_ms_per_1k_positions != CostModel::kDefaultParkMsPer1kPositions) {
     s += "  \"park_ms_per_1k_positions\": " + Fmt(m.park_ms_per_1k_positions) + ",\n";
+  }
+  if (m.mask_us_per_token != 0) {
+    s += "  \"mask_us_per_token\": " + Fmt(m.mask_us_per_token) + ",\n";
   }
   s += DropCostJson(m);
   s += "  \"entries\": [\n";

@@ -79,6 +79,13 @@ struct CostModel {
   double nominal_khz_performance = 0;
   double nominal_khz_efficiency = 0;
   // Share of a chunk's time that scales with 1 / frequency, per phase, in [0, 1].
+  // Constrained decoding (a request with a response format): the sampler's mask +
+  // constraint advance per decoded token on a performance core at nominal clock, us
+  // ("mask_us_per_token"; measured with grammar_bench, docs/structured_output.md).
+  double mask_us_per_token = 0;
+  // Seconds the mask adds to `tokens` decoded tokens (efficiency cores slower, a capped
+  // clock slower as for prefill: it is compute on one thread).
+  double MaskSeconds(int tokens, bool efficiency, uint32_t cap_khz) const;
   double freq_sensitivity_prefill = kDefaultFreqSensitivityPrefill;
   double freq_sensitivity_decode = kDefaultFreqSensitivityDecode;
   static constexpr double kDefaultFreqSensitivityPrefill = 1.0;  // compute-bound

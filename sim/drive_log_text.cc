@@ -2,6 +2,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -107,6 +108,11 @@ std::optional<std::string> CheckRequest(const dl::Request& r) {
   }
   if (r.max_tokens() == 0) return "request: max_tokens must be > 0";
   if (!dl::PromptCategory_IsValid(r.category())) return "request: unknown category";
+  const std::string& f = r.response_format();
+  const bool name_ok = f.size() <= 31 && std::all_of(f.begin(), f.end(), [](char c) {
+                         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                       });
+  if (!name_ok) return "request: response_format must be a schema name, <= 31 bytes of [a-z0-9_]";
   return std::nullopt;
 }
 

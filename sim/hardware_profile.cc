@@ -115,6 +115,9 @@ void CheckCost(Checker& c, const pb::HardwareProfile& p) {
     c.Check(Finite(m.decode_overhead_ms()) && m.decode_overhead_ms() >= 0, tree, line, m,
             "decode_overhead_ms", -1, path + ".decode_overhead_ms", "must be >= 0");
     c.Check(m.layers() >= 1, tree, line, m, "layers", -1, path + ".layers", "must be >= 1");
+    c.Check(
+        Finite(m.mask_us_per_token()) && m.mask_us_per_token() >= 0 && m.mask_us_per_token() < 1e6,
+        tree, line, m, "mask_us_per_token", -1, path + ".mask_us_per_token", "must be in [0, 1e6)");
     c.Check(m.threads() >= 0 && m.threads() <= 64, tree, line, m, "threads", -1, path + ".threads",
             "must be 0..64");
     c.Check(seen.insert({m.model(), m.precision()}).second, tree, line, m, "model", -1,
@@ -287,6 +290,7 @@ Result<CostModel> ProfileCostModel(const HardwareProfile& profile, std::string_v
     e.chunk_overhead_ms = c.chunk_overhead_ms();
     e.decode_overhead_ms = c.decode_overhead_ms();
     m.layers = c.layers();
+    m.mask_us_per_token = c.mask_us_per_token();
     m.entries.push_back(e);
   }
   if (m.entries.empty()) {

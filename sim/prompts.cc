@@ -17,6 +17,15 @@ namespace {
 
 namespace dl = ari::drivelog;
 
+// Empty (free text), or a schema name as the node config registers it.
+bool ValidFormatName(const std::string& n) {
+  if (n.size() > 31) return false;
+  for (char c : n) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
 class FirstError : public google::protobuf::io::ErrorCollector {
  public:
   explicit FirstError(std::string_view origin) : origin_(origin) {}
@@ -57,6 +66,8 @@ Result<dl::PromptSet> ParsePromptSet(std::string_view text, std::string_view ori
       problem = "empty prompt text";
     else if (p.text().size() > 2047)
       problem = "prompt text longer than 2047 bytes";
+    else if (!ValidFormatName(p.response_format()))
+      problem = "response_format must be 1..31 bytes of [a-z0-9_]";
     if (problem) {
       const auto loc = tree.GetLocation(field, i);
       return MakeError(ErrorCode::kInvalidLog, std::string(origin) + ":" +

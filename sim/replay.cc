@@ -279,6 +279,8 @@ void ModelReplay::SubmitRequest(const dl::Event& e, int64_t now) {
   sr.max_tokens = static_cast<int32_t>(q.max_tokens());
   sr.deadline_ns = dms ? MsToNs(e.t_ms()) + int64_t{dms} * thermal::kNsPerMs : 0;
   sr.session_id = q.session_id();
+  sr.masked = !q.response_format().empty();
+  r.response_format = q.response_format();
   const size_t idx = report_.requests.size();
   rec_.index[r.id] = idx;
   rec_.submit_ns.push_back(now);

@@ -137,8 +137,10 @@ struct RequestReport {
   std::string urgency, client, category;
   double arrival_s = 0;
   int prompt_tokens = 0, max_tokens = 0, tokens = 0, chunks = 0;
-  double deadline_s = 0;  // relative to arrival (class default applied); 0 = none
-  std::string status;     // qos::TerminalStatusName, or "BUSY"/"INVALID" at submit
+  double deadline_s = 0;        // relative to arrival (class default applied); 0 = none
+  std::string response_format;  // drive log's response format name (empty: free text)
+  double mask_s = 0;            // compute time spent on the response format's mask
+  std::string status;           // qos::TerminalStatusName, or "BUSY"/"INVALID" at submit
   std::string message;
   double queue_wait_s = -1;               // arrival -> first chunk (-1 never ran)
   double ttft_s = -1;                     // arrival -> first token (-1 none)
@@ -194,6 +196,8 @@ struct ReplaySummary {
   // Slot parking: turns parked, resumed, and the virtual time both took.
   int64_t parks = 0, resumes = 0;
   double park_s = 0;
+  double mask_s = 0;          // compute time on constrained decoding's mask (all requests)
+  int64_t masked_tokens = 0;  // tokens decoded under a response format
   double wall_s = 0;  // real time the replay took (not deterministic; not in JSON by default)
 };
 

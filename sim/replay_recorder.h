@@ -211,6 +211,9 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
     if (it == index.end()) return;
     RequestReport& r = report_.requests[it->second];
     ++r.chunks;
+    r.mask_s += NsToS(s.ran.mask_ns);
+    report_.summary.mask_s += NsToS(s.ran.mask_ns);
+    report_.summary.masked_tokens += s.ran.masked_tokens;
     if (!o_.record_decisions) return;
     char buf[200];
     const qos::Decision& d = *last_decision_;

@@ -148,6 +148,8 @@ std::string SummaryJson(const ReplayReport& r, bool include_wall_time) {
       .N("peak_t_s", m.peak_t_s)
       .N("energy_j", m.energy_j)
       .I("chunks", m.chunks)
+      .N("mask_s", m.mask_s)
+      .I("masked_tokens", m.masked_tokens)
       .N("quality_loss", m.quality_loss)
       .N("memory_band_time_s", m.memory_band_time_s);
   std::string bands = "{";
@@ -211,6 +213,8 @@ std::string RequestJson(const RequestReport& q) {
       .I("tokens", q.tokens)
       .I("chunks", q.chunks)
       .N("deadline_s", q.deadline_s)
+      .S("response_format", q.response_format)
+      .N("mask_s", q.mask_s)
       .S("status", q.status)
       .S("message", q.message)
       .N("queue_wait_s", q.queue_wait_s)

@@ -96,6 +96,12 @@ Spec MakeSpec(std::string_view name, uint64_t duration_ms, Prng& layout) {
     s.soc = {55, 3.5};  // parked in the sun; A/C and cameras heat the ECU bay too
     s.ambient = [](double t) { return 45.0 + 0.3 * std::sin(t / 900.0); };
     s.rates = [](double) { return Rates{0.4, 0.6, 1.2, 0.4, 0.3}; };
+    // A highway manoeuvre ("In 2 km, take exit 23 towards Lyon") is announced well before
+    // the exit: a short answer that may take a few seconds (head-unit sized; the dev VM
+    // meets it easily, a 4-8 tokens/s SoC only when the governor keeps a core free).
+    s.nav_max_tokens = 16;
+    s.nav_deadline_lo_ms = 6000;
+    s.nav_deadline_hi_ms = 10000;
   } else if (name == "mountain-pass") {
     s.drive = {internal::DrivePattern::kMountain, 10, false};
     s.soc = {22, 2.5};
@@ -171,6 +177,7 @@ dl::Event RequestEvent(const Spec& spec, size_t c, double t, const dl::Prompt& p
                                                      : cs.default_max_tokens);
   r->set_deadline_ms(deadline);
   r->set_category(cs.category);
+  r->set_response_format(prompt.response_format());
   return e;
 }
 

@@ -26,6 +26,7 @@ runtime::Result<void> SimEngine::StartTurn(int32_t slot, const runtime::TurnSpec
   s.prompt_left = static_cast<int32_t>(turn.prompt.size());
   s.max_tokens = std::clamp<int32_t>(turn.max_tokens, 1, static_cast<int32_t>(tokens_.size()));
   s.generated = 0;
+  s.masked = turn.masked;
   s.active = true;
   return {};
 }
@@ -66,7 +67,13 @@ runtime::Result<runtime::ChunkResult> SimEngine::RunChunk(int32_t slot,
   s.position += n;
   const bool eff = knobs.cpu_mask != 0 && (knobs.cpu_mask & ~efficiency_mask_) == 0;
   const uint32_t cap = eff ? cap_efficiency_khz_ : cap_performance_khz_;
-  const double sec = cost_.ChunkSeconds(knobs, r.phase, n, eff, cap);
+  double sec = cost_.ChunkSeconds(knobs, r.phase, n, eff, cap);
+  if (s.masked && r.phase == runtime::ChunkPhase::kDecode) {
+    const double mask_s = cost_.MaskSeconds(n, eff, cap);
+    sec += mask_s;
+    r.masked_tokens = n;
+    r.mask_ns = thermal::SecondsToNs(mask_s);
+  }
   const int64_t ns = std::max<int64_t>(1, thermal::SecondsToNs(sec));
   const int64_t end = clock_.NowNs() + ns;
   if (observer_) observer_->OnChunkBegin(knobs, r.phase, n, sec, eff, cap);

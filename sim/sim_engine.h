@@ -77,6 +77,7 @@ class SimEngine final : public runtime::ChunkRunner {
     int32_t generated = 0;
     int32_t position = 0;
     bool active = false;
+    bool masked = false;  // decode under a response format: charged the mask cost
   };
   struct ParkArea {
     Slot state;

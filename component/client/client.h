@@ -56,6 +56,11 @@ struct AskParams {
   uint32_t deadline_ms = 0;  // 0 = the node's default for the urgency class
   uint64_t session_id = 0;   // 0 = stateless
   ari_Sampling sampling{};   // zero = greedy
+  // Structured output (docs/structured_output.md): at most one of these. The answer is
+  // then constrained; the terminal chunk's format_state says whether it is complete.
+  std::string schema_name;  // a schema registered in the node config (<= 31 bytes)
+  std::string json_schema;  // inline JSON Schema text (<= ari_kFormatTextLen bytes)
+  std::string grammar;      // inline grammar text, GBNF-like (<= ari_kFormatTextLen bytes)
 };
 
 // "system:TEXT", "user:TEXT" or "assistant:TEXT" -> Turn (kInvalidArgument otherwise).
@@ -85,7 +90,13 @@ struct StreamSummary {
   uint32_t gaps = 0;    // missing sequence numbers (should be 0)
   ari_Timing timing{};  // from the terminal chunk
   std::string message;
+  // Constrained requests: FORMAT_COMPLETE when the text is a complete, valid answer;
+  // FORMAT_INCOMPLETE when it stopped before (max_tokens, ...). FORMAT_NONE otherwise.
+  ari_FormatState format_state = ari_FORMAT_NONE;
 };
+
+// "none", "complete", "incomplete".
+std::string_view FormatStateName(ari_FormatState s);
 
 // Maps a terminal status to the client error it means (nullopt for DONE).
 std::optional<Error> TerminalError(const ari_TokenChunk& terminal);

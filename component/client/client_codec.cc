@@ -32,6 +32,42 @@ std::vector<Turn> ChatTurns(const AskParams& p) {
   return out;
 }
 
+namespace {
+
+// The response format of `p` (at most one of schema_name, json_schema, grammar).
+Result<void> EncodeResponseFormat(const AskParams& p, ari_ResponseFormat* out) {
+  auto bad = [](std::string m) { return MakeError(ErrorCode::kInvalidArgument, std::move(m)); };
+  const int given = !p.schema_name.empty() + !p.json_schema.empty() + !p.grammar.empty();
+  if (given > 1) return bad("give at most one of schema name, JSON schema, grammar");
+  if (!p.schema_name.empty()) {
+    if (!dds::CopyFixed(p.schema_name, out->schema_name)) {
+      return bad("schema name must be 1.." + std::to_string(ari_kSchemaNameLen - 1) + " bytes");
+    }
+    out->kind = ari_RESPONSE_FORMAT_SCHEMA_NAME;
+    return {};
+  }
+  const std::string& text = p.json_schema.empty() ? p.grammar : p.json_schema;
+  if (text.empty()) return {};
+  if (text.size() > ari_kFormatTextLen) {
+    return bad(std::string(p.json_schema.empty() ? "grammar" : "JSON schema") + " has " +
+               std::to_string(text.size()) + " bytes, limit " + std::to_string(ari_kFormatTextLen));
+  }
+  out->kind = p.json_schema.empty() ? ari_RESPONSE_FORMAT_GRAMMAR : ari_RESPONSE_FORMAT_JSON_SCHEMA;
+  out->text_len = static_cast<uint32_t>(text.size());
+  std::memcpy(out->text, text.data(), text.size());
+  return {};
+}
+
+}  // namespace
+
+std::string_view FormatStateName(ari_FormatState s) {
+  switch (dds::RawEnum(s)) {
+    case ari_FORMAT_COMPLETE: return "complete";
+    case ari_FORMAT_INCOMPLETE: return "incomplete";
+    default: return "none";
+  }
+}
+
 Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
                            std::string_view client_id, ari_Request* out) {
   std::memset(out, 0, sizeof *out);
@@ -82,7 +118,7 @@ Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
     out->turns[i].text_len = static_cast<uint32_t>(t.text.size());
     std::memcpy(out->turns[i].text, t.text.data(), t.text.size());
   }
-  return {};
+  return EncodeResponseFormat(p, &out->response_format);
 }
 
 std::optional<Error> TerminalError(const ari_TokenChunk& c) {

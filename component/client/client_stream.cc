@@ -76,6 +76,7 @@ Result<StreamSummary> Stream::Wait(const std::function<void(const ari_TokenChunk
       std::memcpy(&sum.status, &c->status, sizeof sum.status);  // no enum load of wire data
       sum.timing = c->timing;
       sum.message = std::string(dds::FixedView(c->message));
+      std::memcpy(&sum.format_state, &c->format_state, sizeof sum.format_state);
       {
         std::lock_guard<std::mutex> lock(state_->mutex);
         sum.gaps = state_->gaps;

@@ -141,6 +141,7 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   const runtime::EngineOptions eo = node->EngineOptionsFromConfig();
   if (auto r = node->LoadModel(ov, eo); !r) return std::unexpected(r.error());
   if (auto r = node->WarmUp(); !r) return std::unexpected(r.error());
+  if (auto r = node->InitStructuredOutput(ov); !r) return std::unexpected(r.error());
   if (auto r = node->OpenTemperatureSource(ov); !r) return std::unexpected(r.error());
   node->OpenMemorySource(ov);
   if (auto r = node->CreateScheduler(eo.max_chunk); !r) return std::unexpected(r.error());
@@ -272,6 +273,20 @@ Result<void> Node::WarmUp() {
     if (r->finished) break;
   }
   engine_->ResetSlot(0);
+  return {};
+}
+
+Result<void> Node::InitStructuredOutput(const NodeOverrides& ov) {
+  auto so = StructuredOutput::Create(config_.structured_output(), ov.base_dir, *tokenizer_);
+  if (!so) return std::unexpected(so.error());
+  structured_ = std::move(*so);
+  std::string names;
+  for (const std::string& n : structured_->names()) names += (names.empty() ? "" : ", ") + n;
+  Log("structured output: %zu registered schemas (%s), %d constrained requests at once, inline "
+      "text <= %u bytes, token trie of %d tokens",
+      structured_->names().size(), names.empty() ? "none" : names.c_str(),
+      structured_->pool().size(), structured_->limits().max_inline_bytes,
+      structured_->trie().vocab_size());
   return {};
 }
 

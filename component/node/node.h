@@ -30,6 +30,7 @@
 #include "component/node/model_guard.h"
 #include "component/node/node_transport.h"
 #include "component/node/request_validator.h"
+#include "component/node/structured_output.h"
 #include "idl/node_config.pb.h"
 #include "qos/policy.h"
 #include "qos/scheduler.h"
@@ -104,6 +105,7 @@ class Node final : public qos::ChunkSink {
     int64_t admitted_ns = 0;
     int64_t first_token_ns = -1;
     uint32_t tokens = 0;
+    int32_t constraint = -1;  // slot in structured_->pool(); -1: free text
   };
   class RecordingSource;
 
@@ -116,6 +118,8 @@ class Node final : public qos::ChunkSink {
   // watch, the tokenizer, and the memory ladder's fallback model.
   Result<void> LoadModel(const NodeOverrides& ov, const runtime::EngineOptions& options);
   Result<void> WarmUp();
+  // The schema registry, the token trie and the constraint pool (structured_output.h).
+  Result<void> InitStructuredOutput(const NodeOverrides& ov);
   Result<void> OpenTemperatureSource(const NodeOverrides& ov);
   void OpenMemorySource(const NodeOverrides& ov);
   Result<void> CreateScheduler(int32_t max_prefill_chunk);
@@ -130,9 +134,12 @@ class Node final : public qos::ChunkSink {
   // duplicate of a live one); else *refuse != OK says how to answer it and *why why.
   bool ScreenRequest(const std::string& rid, const std::string& cid, int64_t now,
                      ari_Status* refuse, std::string* why);
+  // The constraint a request's response format asks for, from the pool (*slot; -1: free
+  // text); INVALID (the compiler's message) or BUSY (pool full) otherwise.
+  Verdict PrepareFormat(const ari_Request& request, int32_t* slot);
   // Registers the request as live under a new id (sr.id; a zero seed becomes one).
   uint64_t AddLive(const ari_Request& request, const std::string& rid, const std::string& cid,
-                   int64_t now, qos::SchedRequest& sr);
+                   int64_t now, int32_t constraint, qos::SchedRequest& sr);
   // The terminal for a request the scheduler did not admit.
   void RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st, qos::Urgency urgency);
   void OnCancel(const ari_Cancel& cancel);
@@ -167,7 +174,8 @@ class Node final : public qos::ChunkSink {
   std::unique_ptr<EnvReplay> env_;  // SENSOR_DDS_REPLAY: environment from the simulator
   std::unique_ptr<thermal::MemoryMonitor> memory_;
   std::function<std::optional<thermal::MemoryReading>()> memory_source_;
-  std::unique_ptr<FallbackModel> fallback_;  // declared before scheduler_: outlives it
+  std::unique_ptr<FallbackModel> fallback_;       // declared before scheduler_: outlives it
+  std::unique_ptr<StructuredOutput> structured_;  // before scheduler_: its constraints outlive it
   std::unique_ptr<qos::Scheduler> scheduler_;
   std::unique_ptr<NodeTransport> transport_;
   std::jthread sched_thread_;

@@ -130,8 +130,13 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
     return Refuse(request, ari_STATUS_INVALID, "prompt tokens + max_tokens exceed the context");
   }
 
+  int32_t slot = -1;  // compiled here, on the receive thread, not on the scheduler's
+  if (Verdict f = PrepareFormat(request, &slot); !f.ok()) {
+    return Refuse(request, f.status, f.message);
+  }
   qos::SchedRequest sr = MakeSchedRequest(request, info, now, std::move(*tokens));
-  const uint64_t id = AddLive(request, rid, cid, now, sr);
+  if (slot >= 0) sr.sampling.constraint = structured_->pool().Get(slot);
+  const uint64_t id = AddLive(request, rid, cid, now, slot, sr);
   const qos::Urgency sr_urgency = sr.urgency;
   const qos::SubmitStatus st = [&] {
     std::lock_guard<std::mutex> l(admit_mu_);
@@ -143,7 +148,21 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
     live_.erase(id);
     by_request_id_.erase(rid);
   }
+  structured_->pool().Release(slot);  // no-op for -1
   RefuseNotSubmitted(request, st, sr_urgency);
+}
+
+Verdict Node::PrepareFormat(const ari_Request& request, int32_t* slot) {
+  auto grammar = structured_->GrammarFor(request.response_format);
+  if (!grammar) return {ari_STATUS_INVALID, grammar.error().message};
+  if (*grammar == nullptr) return {};
+  *slot = structured_->pool().Acquire(std::move(*grammar));
+  if (*slot < 0) {
+    return {ari_STATUS_BUSY, "constrained requests at their limit (" +
+                                 std::to_string(structured_->pool().size()) +
+                                 ", structured_output.max_constrained_in_flight)"};
+  }
+  return {};
 }
 
 bool Node::MayAskCritical(const ari_Request& request, const RequestInfo& info) const {
@@ -181,7 +200,7 @@ bool Node::ScreenRequest(const std::string& rid, const std::string& cid, int64_t
 }
 
 uint64_t Node::AddLive(const ari_Request& request, const std::string& rid, const std::string& cid,
-                       int64_t now, qos::SchedRequest& sr) {
+                       int64_t now, int32_t constraint, qos::SchedRequest& sr) {
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -192,6 +211,7 @@ uint64_t Node::AddLive(const ari_Request& request, const std::string& rid, const
     lr.client_id = cid;
     lr.urgency = request.urgency;
     lr.admitted_ns = now;
+    lr.constraint = constraint;
     live_.emplace(id, std::move(lr));
     by_request_id_.emplace(rid, id);
   }
@@ -316,6 +336,14 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
   if (ev.status == qos::TerminalStatus::kDone && ev.deadline_missed) {
     message = "deadline missed; finished degraded";
   }
+  ari_FormatState format = ari_FORMAT_NONE;
+  if (lr.constraint >= 0) {  // the scheduler no longer touches the constraint
+    FormatVerdict fv = JudgeFormat(*structured_->pool().Get(lr.constraint), status, message);
+    structured_->pool().Release(lr.constraint);
+    format = fv.state;
+    message = std::move(fv.message);
+    if (fv.dead_end) status = ari_STATUS_FAILED;  // docs/interface.md "Structured output"
+  }
   Log("%s %s (%s): %u tokens, %.*s", lr.request_id.c_str(),
       std::string(qos::TerminalStatusName(ev.status)).c_str(),
       std::string(qos::UrgencyName(ToQos(lr.urgency))).c_str(), lr.tokens,
@@ -338,6 +366,7 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
           (lr.tokens - 1) / (static_cast<double>(now - lr.first_token_ns) * 1e-9));
     }
     dds::CopyFixed(std::string_view(decision).substr(0, sizeof c.decision - 1), c.decision);
+    c.format_state = format;
   });
 }
 

@@ -40,6 +40,27 @@ std::string_view CheckId(const char (&id)[N], const char* what, Verdict* v) {
   return std::string_view(id, static_cast<size_t>(len));
 }
 
+// The response format's fields (the text itself is compiled at intake, by the node).
+Verdict CheckResponseFormat(const ari_ResponseFormat& f) {
+  Verdict v;
+  switch (dds::RawEnum(f.kind)) {
+    case ari_RESPONSE_FORMAT_NONE: return v;
+    case ari_RESPONSE_FORMAT_SCHEMA_NAME:
+      CheckId(f.schema_name, "response_format.schema_name", &v);
+      return v;
+    case ari_RESPONSE_FORMAT_JSON_SCHEMA:
+    case ari_RESPONSE_FORMAT_GRAMMAR:
+      if (f.text_len == 0 || f.text_len > ari_kFormatTextLen) {
+        return Bad(ari_STATUS_INVALID, "response_format.text_len " + std::to_string(f.text_len) +
+                                           " out of 1.." + std::to_string(ari_kFormatTextLen));
+      }
+      return v;
+    default: break;
+  }
+  return Bad(ari_STATUS_INVALID,
+             "unknown response_format.kind " + std::to_string(dds::RawEnum(f.kind)));
+}
+
 }  // namespace
 
 Verdict ValidateRequest(const ari_Request& r, const RequestLimits& limits) {
@@ -107,7 +128,7 @@ Verdict ValidateRequest(const ari_Request& r, const RequestLimits& limits) {
       s.repetition_penalty > 10.0f) {
     return Bad(ari_STATUS_INVALID, "sampling.repetition_penalty out of 0..10");
   }
-  return v;
+  return CheckResponseFormat(r.response_format);
 }
 
 RateLimiter::RateLimiter(double rate_per_s, uint32_t burst, size_t max_clients)

@@ -28,7 +28,9 @@ struct Verdict {
 
 // Checks one Request sample: ids (non-empty, NUL-terminated, no control bytes),
 // urgency and role enums, exactly one of prompt / turns, length fields within the
-// arrays, prompt size (empty, > limit), UTF-8, max_tokens range, sampling values.
+// arrays, prompt size (empty, > limit), UTF-8, max_tokens range, sampling values, the
+// response format's kind, schema name and inline text length (its text is compiled by the
+// node: component/node/structured_output.h).
 // Never reads beyond the sample; any byte pattern is safe to pass.
 Verdict ValidateRequest(const ari_Request& request, const RequestLimits& limits);
 

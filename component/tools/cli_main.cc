@@ -2,9 +2,13 @@
 //   ari-cli [--domain N] [--config CYCLONE_XML] [--client NAME] COMMAND ...
 //   ask [--urgency critical|high|normal|background] [--deadline-ms N] [--session ID]
 //       [--max-tokens N] [--temp T] [--seed S] [--chunks]
-//       [--system TEXT] [--turn user:TEXT|assistant:TEXT]... "prompt"
+//       [--system TEXT] [--turn user:TEXT|assistant:TEXT]...
+//       [--schema-name NAME | --schema FILE.json | --grammar FILE.gbnf] "prompt"
 //       (--system/--turn make it a chat-form request: system, turns, then the prompt
-//       as the last user turn; the node renders them with the model's chat template)
+//       as the last user turn; the node renders them with the model's chat template;
+//       --schema-name: a schema registered in the node config, --schema / --grammar: an
+//       inline JSON Schema / grammar; the answer is then constrained and the last line
+//       on stderr says "structured output: FORMAT_COMPLETE" or "FORMAT_INCOMPLETE")
 //   status [--timeout-ms N]       print the node's current NodeStatus
 //   watch [--count N] [--duration-ms N]   print every NodeStatus as it arrives
 //   cancel REQUEST_ID             (the id ask prints on stderr)
@@ -107,7 +111,8 @@ int Usage(FILE* out = stderr) {
                "usage: ari-cli [--domain N] [--config XML] [--client NAME] COMMAND\n"
                "  ask [--urgency critical|high|normal|background] [--deadline-ms N]\n"
                "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks]\n"
-               "      [--system TEXT] [--turn user:TEXT|assistant:TEXT]... [PROMPT]\n"
+               "      [--system TEXT] [--turn user:TEXT|assistant:TEXT]...\n"
+               "      [--schema-name NAME | --schema FILE.json | --grammar FILE.gbnf] [PROMPT]\n"
                "      (chat form: system, turns, then PROMPT as the last user turn)\n"
                "  status [--timeout-ms N]\n"
                "  watch [--count N] [--duration-ms N]\n"
@@ -141,16 +146,29 @@ bool AddChatArg(AskParams& p, const std::string& flag, const std::string& value)
   return turn.has_value();
 }
 
-int Ask(Client& client, std::vector<std::string>& args) {
-  AskParams p;
+// The whole file at `path` into *out; false (after a message) when it cannot be read.
+bool ReadTextFile(const std::string& path, std::string* out) {
+  std::FILE* f = path.empty() ? nullptr : std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    std::fprintf(stderr, "ari-cli: cannot read '%s'\n", path.c_str());
+    return false;
+  }
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
+  std::fclose(f);
+  return true;
+}
+
+// The options of `ask` into p (and *chunks); false on a usage error.
+bool ParseAskArgs(std::vector<std::string>& args, AskParams& p, bool* chunks) {
   p.max_tokens = 128;
-  bool chunks = false;
   std::string prompt;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto val = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
     if (a == "--urgency") {
-      if (!ParseUrgency(val(), p.urgency)) return Usage();
+      if (!ParseUrgency(val(), p.urgency)) return false;
     } else if (a == "--deadline-ms") {
       p.deadline_ms = static_cast<uint32_t>(std::strtoul(val().c_str(), nullptr, 10));
     } else if (a == "--session") {
@@ -162,17 +180,30 @@ int Ask(Client& client, std::vector<std::string>& args) {
     } else if (a == "--seed") {
       p.sampling.seed = std::strtoull(val().c_str(), nullptr, 10);
     } else if (a == "--chunks") {
-      chunks = true;
+      *chunks = true;
+    } else if (a == "--schema-name") {
+      p.schema_name = val();
+      if (p.schema_name.empty()) return false;
+    } else if (a == "--schema") {
+      if (!ReadTextFile(val(), &p.json_schema)) return false;
+    } else if (a == "--grammar") {
+      if (!ReadTextFile(val(), &p.grammar)) return false;
     } else if (a == "--system" || a == "--turn") {
-      if (!AddChatArg(p, a, val())) return Usage();
+      if (!AddChatArg(p, a, val())) return false;
     } else if (prompt.empty() && !a.starts_with("--")) {
       prompt = a;
     } else {
-      return Usage();
+      return false;
     }
   }
-  if (prompt.empty() && p.turns.empty()) return Usage();
   p.prompt = prompt;
+  return !(prompt.empty() && p.turns.empty());
+}
+
+int Ask(Client& client, std::vector<std::string>& args) {
+  AskParams p;
+  bool chunks = false;
+  if (!ParseAskArgs(args, p, &chunks)) return Usage();
   const auto t0 = Clock::now();
   auto stream = client.Ask(p);
   if (!stream) {
@@ -203,6 +234,11 @@ int Ask(Client& client, std::vector<std::string>& args) {
                sum->timing.queue_wait_us / 1000.0, sum->timing.time_to_first_token_us / 1000.0,
                sum->timing.tokens_per_s, total_ms, sum->message.empty() ? "" : " | ",
                sum->message.c_str());
+  if (dds::RawEnum(sum->format_state) != ari_FORMAT_NONE) {
+    std::fprintf(stderr, "structured output: %s\n",
+                 dds::RawEnum(sum->format_state) == ari_FORMAT_COMPLETE ? "FORMAT_COMPLETE"
+                                                                        : "FORMAT_INCOMPLETE");
+  }
   return ExitCodeForStatus(sum->status);
 }
 

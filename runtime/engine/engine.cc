@@ -409,8 +409,13 @@ bool EngineImpl::Emit(Slot& s, float* logits, bool greedy, ChunkResult& r) {
   if (greedy && constraint == nullptr) {
     next = static_cast<TokenId>(std::max_element(logits, logits + vocab) - logits);
   } else {
+    const int64_t mask_before = s.sampler->constraint_ns();
     next = s.sampler->Sample(std::span<float>(logits, static_cast<size_t>(vocab)),
                              std::span<const TokenId>(s.history, static_cast<size_t>(s.hist_len)));
+    if (constraint != nullptr) {
+      r.mask_ns += s.sampler->constraint_ns() - mask_before;
+      ++r.masked_tokens;
+    }
   }
   if (next < 0) {  // a grammar no token can continue, in a vocabulary without EOG
     r.stop_reason = StopReason::kGrammarDeadEnd;

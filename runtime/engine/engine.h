@@ -97,6 +97,9 @@ struct TurnSpec {
   // Used by the turn that starts an empty slot: -1 = its whole prompt, n >= 0 = its first
   // n tokens (clamped to the prompt). A cap keeps at most half its budget pinned.
   int32_t pinned_prefix = -1;
+  // The turn's decode is masked by a response format: sampling.constraint, or (for a
+  // runner without real sampling, the simulator) a turn whose mask cost it must charge.
+  bool masked = false;
 };
 
 enum class ChunkPhase : uint8_t { kPrefill, kDecode };
@@ -111,6 +114,10 @@ struct ChunkResult {
   bool finished = false;
   StopReason stop_reason = StopReason::kMaxTokens;
   int64_t compute_ns = 0;  // wall time of the chunk's compute
+  // Constrained decoding (SamplingParams::constraint): tokens sampled under the mask and
+  // the part of compute_ns spent masking and advancing the constraint.
+  int32_t masked_tokens = 0;
+  int64_t mask_ns = 0;
   // What actually ran (knobs as applied, next to ChunkKnobs, what was asked):
   Precision precision = Precision::kReference;       // kReference: plain GGUF, fp32 reference path
   kernels::IsaTier isa = kernels::IsaTier::kScalar;  // tier the kernels dispatched to

@@ -1,6 +1,7 @@
 #include "runtime/generate/sampler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -195,7 +196,11 @@ TokenId Sampler::Sample(std::span<float> logits, std::span<const TokenId> histor
   if (vocab_size_ <= 0 || logits.size() != static_cast<size_t>(vocab_size_)) return -1;
   TokenConstraint* c = params_.constraint;
   if (c == nullptr) return SampleUnconstrained(logits, history);
-  if (c->ApplyMask(logits) == 0) return -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int32_t allowed_n = c->ApplyMask(logits);
+  const auto t1 = std::chrono::steady_clock::now();
+  constraint_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  if (allowed_n == 0) return -1;
   TokenId id = SampleUnconstrained(logits, history);
   const std::span<const uint8_t> allowed = c->allowed();
   if (id < 0 || static_cast<size_t>(id) >= allowed.size() ||
@@ -205,7 +210,12 @@ TokenId Sampler::Sample(std::span<float> logits, std::span<const TokenId> histor
     id = static_cast<TokenId>(allowed.size()) - 1;
     while (id > 0 && allowed[static_cast<size_t>(id)] == 0) --id;
   }
-  return c->Accept(id) ? id : -1;
+  const auto t2 = std::chrono::steady_clock::now();
+  const bool accepted = c->Accept(id);
+  constraint_ns_ +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t2)
+          .count();
+  return accepted ? id : -1;
 }
 
 TokenId Sampler::SampleUnconstrained(std::span<float> logits, std::span<const TokenId> history) {

@@ -78,6 +78,9 @@ class Sampler {
   // tokens so far (prompt + generated), used by the repetition penalty only.
   // Returns -1 if logits.size() != vocab_size, or when a constraint allows no token.
   TokenId Sample(std::span<float> logits, std::span<const TokenId> history);
+  // Wall time spent in the constraint (mask + advance) since construction, ns: what
+  // constrained decoding costs per token (ChunkResult::mask_ns, the scheduler's accounting).
+  int64_t constraint_ns() const { return constraint_ns_; }
 
  private:
   TokenId SampleUnconstrained(std::span<float> logits, std::span<const TokenId> history);
@@ -92,6 +95,7 @@ class Sampler {
   TokenId SampleMinPOnly(std::span<const float> probs, float coin);
 
   int32_t vocab_size_;
+  int64_t constraint_ns_ = 0;
   SamplingParams params_;
   XorShiftRng rng_;
   std::vector<Candidate> candidates_;  // vocab_size entries

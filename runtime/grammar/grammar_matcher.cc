@@ -27,6 +27,11 @@ void GrammarMatcher::Reset() {
   frames_.push_back(Frame{0, tops_used_, nodes_used_, 0, 0, 0});
 }
 
+void GrammarMatcher::Rebind(std::shared_ptr<const CompiledGrammar> grammar) {
+  g_ = std::move(grammar);
+  Reset();
+}
+
 int32_t GrammarMatcher::NewNode(uint32_t pos, int32_t parent, int32_t depth) {
   if (nodes_used_ >= nodes_.size() || depth >= limits_.max_depth) {
     ++dropped_;

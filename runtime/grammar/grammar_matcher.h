@@ -39,6 +39,9 @@ class GrammarMatcher {
 
   // Back to the start of `root`, one frame.
   void Reset();
+  // Runs `grammar` from now on (Reset included). The pools are the limits' size whatever
+  // the grammar, so nothing allocates: a matcher can be preallocated and serve any grammar.
+  void Rebind(std::shared_ptr<const CompiledGrammar> grammar);
 
   // Advances the current frame by one byte into a new frame. false (and no frame pushed)
   // when no stack survives the byte.

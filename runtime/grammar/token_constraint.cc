@@ -73,6 +73,14 @@ void TokenConstraint::Reset() {
   complete_ = dead_end_ = false;
 }
 
+void TokenConstraint::Rebind(std::shared_ptr<const CompiledGrammar> grammar) {
+  if (grammar.get() != &matcher_.grammar()) {
+    for (CacheEntry& e : cache_) e.key_len = -1;  // keys are states of the old grammar
+  }
+  matcher_.Rebind(std::move(grammar));
+  complete_ = dead_end_ = false;
+}
+
 int32_t TokenConstraint::PlainRun() {
   int32_t k = 0;
   int32_t result = -1;

@@ -39,6 +39,10 @@ class TokenConstraint {
 
   // A new output (start of a turn).
   void Reset();
+  // Serves `grammar` from now on (a pooled constraint reused by another request; the trie
+  // stays). The mask cache is kept when the grammar is the same object, else emptied.
+  // Allocates nothing (the previous grammar is released here, on the caller's thread).
+  void Rebind(std::shared_ptr<const CompiledGrammar> grammar);
   // Fills allowed() for the current state; returns how many tokens are allowed. When no
   // token can continue (a vocabulary that cannot spell what the grammar needs), the EOG
   // tokens are allowed instead and DeadEnd() turns true.

@@ -181,6 +181,8 @@ rt::Precision ChoosePrecision(const rt::Model& model, PrecisionArg arg) {
 
 struct RunStats {
   int64_t prompt_ns = 0, gen_ns = 0;
+  int64_t mask_ns = 0;  // part of gen_ns spent on the --schema / --grammar mask
+  int64_t masked = 0;   // tokens sampled under it
   size_t generated = 0;
   rt::StopReason stop = rt::StopReason::kMaxTokens;
   rt::ChunkResult last;  // what the last chunk ran
@@ -203,6 +205,8 @@ ari::runtime::Result<RunStats> RunTurn(rt::Engine& e, const rt::ChunkKnobs& knob
     if (!r) return std::unexpected(r.error());
     (r->phase == rt::ChunkPhase::kPrefill ? st.prompt_ns : st.gen_ns) += r->compute_ns;
     st.generated += r->tokens.size();
+    st.mask_ns += r->mask_ns;
+    st.masked += r->masked_tokens;
     st.last = *r;
     text.append(r->text);
     if (!filter.Update(&by_callback)) {
@@ -282,6 +286,16 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
                st->generated, st->gen_ns * 1e-9,
                st->gen_ns > 0 ? static_cast<double>(st->generated) / (st->gen_ns * 1e-9) : 0.0,
                std::string(rt::StopReasonName(st->stop)).c_str());
+  if (st->masked > 0) {
+    std::fprintf(stderr,
+                 "ari-run: constrained decoding: %lld tokens masked, %.1f us/token mask "
+                 "(%.1f%% of generation time)\n",
+                 static_cast<long long>(st->masked),
+                 static_cast<double>(st->mask_ns) * 1e-3 / static_cast<double>(st->masked),
+                 st->gen_ns > 0
+                     ? 100.0 * static_cast<double>(st->mask_ns) / static_cast<double>(st->gen_ns)
+                     : 0.0);
+  }
   std::fprintf(stderr, "ari-run: ran %s, %s, %d threads, KV %s (%s)\n",
                std::string(rt::PrecisionName(st->last.precision)).c_str(),
                std::string(rt::kernels::IsaTierName(st->last.isa)).c_str(), st->last.threads,

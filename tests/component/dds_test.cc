@@ -218,6 +218,44 @@ TEST(EncodeRequest, SystemTurnsAndPromptMakeChatForm) {
   EXPECT_TRUE(ari::component::ChatTurns(Prompt("plain")).empty());
 }
 
+// Structured output: one of schema name / inline JSON schema / inline grammar.
+TEST(EncodeRequest, ResponseFormat) {
+  ari_Request r;
+  ASSERT_TRUE(EncodeRequest(Prompt("free"), "c-11", "c", &r));
+  EXPECT_EQ(r.response_format.kind, ari_RESPONSE_FORMAT_NONE);
+  AskParams named = Prompt("Take me home");
+  named.schema_name = "navigation_destination";
+  ASSERT_TRUE(EncodeRequest(named, "c-12", "c", &r));
+  EXPECT_EQ(r.response_format.kind, ari_RESPONSE_FORMAT_SCHEMA_NAME);
+  EXPECT_STREQ(r.response_format.schema_name, "navigation_destination");
+  EXPECT_EQ(r.response_format.text_len, 0u);
+  AskParams schema = Prompt("q");
+  schema.json_schema = R"({"type":"boolean"})";
+  ASSERT_TRUE(EncodeRequest(schema, "c-13", "c", &r));
+  EXPECT_EQ(r.response_format.kind, ari_RESPONSE_FORMAT_JSON_SCHEMA);
+  EXPECT_EQ(std::string(r.response_format.text, r.response_format.text_len), schema.json_schema);
+  AskParams grammar = Prompt("q");
+  grammar.grammar = std::string(ari_kFormatTextLen, 'g');  // exactly the bound
+  ASSERT_TRUE(EncodeRequest(grammar, "c-14", "c", &r));
+  EXPECT_EQ(r.response_format.kind, ari_RESPONSE_FORMAT_GRAMMAR);
+  EXPECT_EQ(r.response_format.text_len, ari_kFormatTextLen);
+  grammar.grammar.push_back('g');
+  auto e = EncodeRequest(grammar, "c-15", "c", &r);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(e.error().message.find("grammar has 2049 bytes"), std::string::npos);
+  AskParams two = Prompt("q");
+  two.schema_name = "a";
+  two.grammar = "root ::= \"a\"";
+  EXPECT_FALSE(EncodeRequest(two, "c-16", "c", &r));
+  AskParams long_name = Prompt("q");
+  long_name.schema_name = std::string(ari_kSchemaNameLen, 'n');
+  EXPECT_FALSE(EncodeRequest(long_name, "c-17", "c", &r));
+  EXPECT_EQ(ari::component::FormatStateName(ari_FORMAT_COMPLETE), "complete");
+  EXPECT_EQ(ari::component::FormatStateName(ari_FORMAT_INCOMPLETE), "incomplete");
+  EXPECT_EQ(ari::component::FormatStateName(ari_FORMAT_NONE), "none");
+}
+
 TEST(ParseTurn, RoleColonText) {
   auto u = ari::component::ParseTurn("user:Hello: world");
   ASSERT_TRUE(u.has_value());

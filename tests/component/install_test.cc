@@ -109,6 +109,8 @@ TEST(Install, InstallTreeAndBuildDocExampleWithFindPackage) {
         std::string("include/ari/component/client/error.h"),
         std::string("share/ari/node.textproto"), std::string("share/ari/policy_default.textproto"),
         std::string("share/ari/cyclonedds-lo.xml"), std::string("share/ari/cyclonedds-shm.xml"),
+        std::string("share/ari/schemas/navigation_destination.json"),
+        std::string("share/ari/schemas/yes_no_confirmation.json"),
         libdir + "/systemd/system/ari-node.service"}) {
     EXPECT_TRUE(fs::exists(prefix / rel)) << "not installed: " << rel;
   }

@@ -122,6 +122,26 @@ TEST(RequestValidator, SamplingValues) {
   EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
 }
 
+TEST(RequestValidator, ResponseFormatFields) {
+  ari_Request r = Good();
+  EXPECT_TRUE(ValidateRequest(r, Limits()).ok());  // kind NONE
+  r.response_format.kind = ari_RESPONSE_FORMAT_SCHEMA_NAME;
+  EXPECT_NE(ValidateRequest(r, Limits()).message.find("schema_name empty"), std::string::npos);
+  std::memset(r.response_format.schema_name, 'a', sizeof r.response_format.schema_name);
+  EXPECT_NE(ValidateRequest(r, Limits()).message.find("not NUL-terminated"), std::string::npos);
+  std::memcpy(r.response_format.schema_name, "nav\0", 4);
+  EXPECT_TRUE(ValidateRequest(r, Limits()).ok());
+  r.response_format.kind = ari_RESPONSE_FORMAT_GRAMMAR;
+  EXPECT_NE(ValidateRequest(r, Limits()).message.find("text_len 0"), std::string::npos);
+  r.response_format.text_len = ari_kFormatTextLen + 1;
+  EXPECT_EQ(ValidateRequest(r, Limits()).status, ari_STATUS_INVALID);
+  r.response_format.text_len = 3;
+  EXPECT_TRUE(ValidateRequest(r, Limits()).ok());
+  r.response_format.kind = static_cast<ari_ResponseFormatKind>(9);
+  EXPECT_NE(ValidateRequest(r, Limits()).message.find("unknown response_format.kind 9"),
+            std::string::npos);
+}
+
 TEST(RequestValidator, ArbitraryBytesNeverCrash) {
   ari_Request r{};
   uint64_t x = 88172645463325252ull;

@@ -2,8 +2,8 @@
 // fixed-size IDL Request sample (what a hostile DDS writer can put on the wire: any
 // length field, enum value, unterminated id, float bit pattern). Bytes beyond the
 // sample pick the limits. The verdict must agree with an independent re-check of
-// every length, and an admissible sample's fields must be safe to use as the node
-// uses them; then the ids go through RecentIds and RateLimiter.
+// every length (the response format's too), and an admissible sample's fields must be
+// safe to use as the node uses them; then the ids go through RecentIds and RateLimiter.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +59,20 @@ void CheckAdmitted(const ari_Request& r, const RequestLimits& limits) {
   if (!std::isfinite(s.temperature) || !std::isfinite(s.top_p) ||
       !std::isfinite(s.repetition_penalty)) {
     __builtin_trap();
+  }
+  // The response format, as the node reads it (structured_output.cc: GrammarFor).
+  const ari_ResponseFormat& f = r.response_format;
+  switch (ari::component::dds::RawEnum(f.kind)) {
+    case ari_RESPONSE_FORMAT_NONE: break;
+    case ari_RESPONSE_FORMAT_SCHEMA_NAME:
+      if (TerminatedLength(f.schema_name) == 0) __builtin_trap();
+      break;
+    case ari_RESPONSE_FORMAT_JSON_SCHEMA:
+    case ari_RESPONSE_FORMAT_GRAMMAR:
+      if (f.text_len == 0 || f.text_len > ari_kFormatTextLen) __builtin_trap();
+      text.assign(f.text, f.text_len);  // ASan: inside the sample
+      break;
+    default: __builtin_trap();
   }
 }
 

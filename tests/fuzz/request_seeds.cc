@@ -122,6 +122,33 @@ int main(int argc, char** argv) {
     ok &= Write(dir, "bad_turns", r);
   }
   {
+    auto r = Base("Take me to the airport");
+    r.response_format.kind = ari_RESPONSE_FORMAT_SCHEMA_NAME;
+    std::strcpy(r.response_format.schema_name, "navigation_destination");
+    ok &= Write(dir, "ok_schema_name", r);
+  }
+  {
+    auto r = Base("Cool the rear");
+    const std::string_view schema = R"({"type":"object","properties":{"ac":{"type":"boolean"}}})";
+    r.response_format.kind = ari_RESPONSE_FORMAT_JSON_SCHEMA;
+    r.response_format.text_len = static_cast<uint32_t>(schema.size());
+    std::memcpy(r.response_format.text, schema.data(), schema.size());
+    ok &= Write(dir, "ok_inline_schema", r);
+  }
+  {
+    auto r = Base("x");
+    r.response_format.kind = ari_RESPONSE_FORMAT_GRAMMAR;
+    r.response_format.text_len = 0xffffffffu;
+    ok &= Write(dir, "bad_format_len", r);
+  }
+  {
+    auto r = Base("x");
+    const int32_t bad = 9;
+    std::memcpy(&r.response_format.kind, &bad, sizeof bad);
+    std::memset(r.response_format.schema_name, 'n', sizeof r.response_format.schema_name);
+    ok &= Write(dir, "bad_format_kind", r);
+  }
+  {
     auto r = Base("x");
     r.sampling.temperature = std::nanf("");
     r.sampling.top_p = -1.0f;

@@ -82,6 +82,7 @@ Output RunTurn(Engine& e, const std::vector<TokenId>& prompt, TokenConstraint& c
   k.precision = Precision::kW8A16;
   k.decode_tokens = 16;
   k.threads = 2;
+  int64_t masked = 0, mask_ns = 0;
   while (true) {
     auto r = e.RunChunk(0, k);
     if (!r) {
@@ -90,8 +91,16 @@ Output RunTurn(Engine& e, const std::vector<TokenId>& prompt, TokenConstraint& c
     }
     out.tokens.insert(out.tokens.end(), r->tokens.begin(), r->tokens.end());
     out.text.append(r->text);
+    // The mask's time is observed inside the chunk and is part of its compute time.
+    EXPECT_LE(r->mask_ns, r->compute_ns);
+    masked += r->masked_tokens;
+    mask_ns += r->mask_ns;
     if (r->finished) {
       out.stop = r->stop_reason;
+      // Every sampled token went through the mask (an EOG that ends it included).
+      EXPECT_GE(masked, static_cast<int64_t>(out.tokens.size()));
+      EXPECT_LE(masked, static_cast<int64_t>(out.tokens.size()) + 1);
+      EXPECT_GT(mask_ns, 0);
       return out;
     }
   }

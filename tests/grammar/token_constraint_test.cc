@@ -245,5 +245,32 @@ TEST(TokenConstraint, NoHeapAllocationAfterConstruction) {
   EXPECT_GT(steps, 10);
 }
 
+// A pooled constraint (the node's) serves another grammar after Rebind: the same masks
+// as a fresh constraint of that grammar, the cache of the old one not reused, and no
+// allocation.
+TEST(TokenConstraint, RebindServesAnotherGrammarWithoutAllocating) {
+  auto t = TokenTrie::FromPieces({"1", "23", "a", "ab", "<eos>"}, {4});
+  ASSERT_TRUE(t.has_value());
+  auto digits = Grammar(R"(root ::= [0-9]+)");
+  auto letters = Grammar(R"(root ::= "a" "b"?)");
+  TokenConstraint pooled(digits, *t);
+  ASSERT_TRUE(pooled.Accept(1));
+  ASSERT_TRUE(pooled.Accept(4));
+  ASSERT_TRUE(pooled.Complete());
+  {
+    testing::CountAllocations allocations;
+    pooled.Rebind(letters);
+    EXPECT_EQ(allocations.count(), 0);
+  }
+  EXPECT_FALSE(pooled.Finished());
+  TokenConstraint fresh(letters, *t);
+  EXPECT_EQ(MaskOf(pooled), MaskOf(fresh));
+  EXPECT_EQ(MaskOf(pooled), (std::vector<uint8_t>{0, 0, 1, 1, 0}));
+  ASSERT_TRUE(pooled.Accept(3));
+  EXPECT_TRUE(pooled.Complete());
+  pooled.Rebind(digits);
+  EXPECT_EQ(MaskOf(pooled), (std::vector<uint8_t>{1, 1, 0, 0, 0}));
+}
+
 }  // namespace
 }  // namespace ari::runtime

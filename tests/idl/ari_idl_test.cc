@@ -66,6 +66,11 @@ TEST(AriIdl, RequestSerializesAndDeserializes) {
       "Route to the nearest charging station, avoiding tolls. \xC3\xA9\xE2\x82\xAC";
   CopyText(in.prompt, sizeof in.prompt, prompt);
   in.prompt_len = static_cast<uint32_t>(std::strlen(prompt));
+  const char* schema = R"({"type":"object","properties":{"answer":{"enum":["yes","no"]}}})";
+  in.response_format.kind = ari_RESPONSE_FORMAT_JSON_SCHEMA;
+  CopyText(in.response_format.schema_name, sizeof in.response_format.schema_name, "unused");
+  CopyText(in.response_format.text, sizeof in.response_format.text, schema);
+  in.response_format.text_len = static_cast<uint32_t>(std::strlen(schema));
   ASSERT_EQ(dds_write(writer, &in), DDS_RETCODE_OK);
 
   // Take the serialized form, check it is CDR of the right size, deserialize explicitly.
@@ -96,6 +101,47 @@ TEST(AriIdl, RequestSerializesAndDeserializes) {
   EXPECT_STREQ(out.turns[0].text, "be brief");
   EXPECT_EQ(out.prompt_len, in.prompt_len);
   EXPECT_EQ(std::memcmp(out.prompt, in.prompt, sizeof in.prompt), 0);
+  EXPECT_EQ(out.response_format.kind, ari_RESPONSE_FORMAT_JSON_SCHEMA);
+  EXPECT_STREQ(out.response_format.schema_name, "unused");
+  EXPECT_EQ(out.response_format.text_len, in.response_format.text_len);
+  EXPECT_STREQ(out.response_format.text, schema);
+  EXPECT_EQ(dds_delete(pp), DDS_RETCODE_OK);
+}
+
+TEST(AriIdl, TokenChunkCarriesTheFormatState) {
+  ari::testing::TestDomain domain;
+  ASSERT_TRUE(domain.ok()) << dds_strretcode(domain.rc());
+  dds_entity_t pp = dds_create_participant(domain.id(), nullptr, nullptr);
+  ASSERT_GT(pp, 0) << dds_strretcode(pp);
+  dds_entity_t topic =
+      dds_create_topic(pp, &ari_TokenChunk_desc, "ari_idl_chunk_roundtrip", nullptr, nullptr);
+  ASSERT_GT(topic, 0) << dds_strretcode(topic);
+  dds_qos_t* qos = dds_create_qos();
+  dds_qset_reliability(qos, DDS_RELIABILITY_RELIABLE, DDS_SECS(1));
+  dds_entity_t reader = dds_create_reader(pp, topic, qos, nullptr);
+  dds_entity_t writer = dds_create_writer(pp, topic, qos, nullptr);
+  dds_delete_qos(qos);
+  ASSERT_GT(reader, 0);
+  ASSERT_GT(writer, 0);
+  ari_TokenChunk in{};
+  CopyText(in.request_id, sizeof in.request_id, "req-43");
+  in.terminal = true;
+  in.status = ari_STATUS_DONE;
+  in.pin_failures = 3;
+  in.format_state = ari_FORMAT_INCOMPLETE;
+  ASSERT_EQ(dds_write(writer, &in), DDS_RETCODE_OK);
+  ari_TokenChunk out{};
+  void* samples[1] = {&out};
+  dds_sample_info_t info;
+  int n = 0;
+  for (int tries = 0; tries < 100 && n <= 0; ++tries) {
+    n = dds_take(reader, samples, &info, 1, 1);
+    if (n <= 0) dds_sleepfor(DDS_MSECS(10));
+  }
+  ASSERT_EQ(n, 1);
+  EXPECT_STREQ(out.request_id, "req-43");
+  EXPECT_EQ(out.pin_failures, 3u);
+  EXPECT_EQ(out.format_state, ari_FORMAT_INCOMPLETE);
   EXPECT_EQ(dds_delete(pp), DDS_RETCODE_OK);
 }
 

@@ -4,11 +4,18 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "runtime/engine/engine.h"
 #include "runtime/eval/packed_scorer.h"
+#include "runtime/grammar/json_schema.h"
+#include "runtime/grammar/token_constraint.h"
+#include "runtime/grammar/token_trie.h"
 #include "runtime/model/model.h"
 #include "runtime/model/pack_file.h"
 #include "tests/common/counting_allocator.h"
+#include "tests/common/test_util.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {
@@ -27,7 +34,8 @@ uint64_t AllowedMask() {
   return m;
 }
 
-void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) {
+void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns,
+           TokenConstraint* constraint = nullptr) {
   const kernels::IsaTier tiers[] = {kernels::IsaTier::kScalar, kernels::IsaTier::kAvx512Vnni};
   const uint64_t all = AllowedMask();
   const uint64_t masks[] = {all & (~all + 1), all};  // lowest allowed CPU, all of them
@@ -41,7 +49,9 @@ void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) 
       ts.sampling.top_p = 0.9f;
       ts.sampling.top_k = 20;
     }
+    ts.sampling.constraint = constraint;
     ASSERT_TRUE(e.StartTurn(0, ts).has_value());
+    int32_t masked = 0;
     for (int c = 0;; ++c) {
       ChunkKnobs k;
       k.precision = (c % 2) ? Precision::kW4A8 : Precision::kW8A16;
@@ -54,7 +64,11 @@ void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns) 
       auto r = e.RunChunk(0, k);
       ASSERT_TRUE(r.has_value());
       EXPECT_EQ(r->pin_failures, 0);
+      masked += r->masked_tokens;
       if (r->finished) break;
+    }
+    if (constraint != nullptr) {
+      EXPECT_GT(masked, 0);  // the mask ran on this turn
     }
   }
 }
@@ -136,7 +150,36 @@ TEST(EngineAlloc, NoHeapAllocationAfterWarmUp) {
     Drive(**e, prompt, true, 4);
     EXPECT_EQ(allocations.count(), 0) << path;
   }
-  (void)kernels::SetMaxIsaTier(kernels::BestIsaTier());
+  EXPECT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
+}
+
+// Constrained decoding on the token loop: the mask (trie walk, fast path, cache), the
+// constraint's advance and Reset at StartTurn allocate nothing either.
+TEST(EngineAlloc, NoHeapAllocationWithResponseFormat) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  EngineOptions o;
+  o.model_path = mp.pack;
+  o.context_length = 256;
+  o.threads = 2;
+  o.require_tokenizer = true;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.has_value());
+  auto trie = TokenTrie::Build(*(*e)->model().tokenizer());
+  ASSERT_TRUE(trie.has_value());
+  std::ifstream in(testing::SourceDir() / "config" / "schemas" / "navigation_destination.json");
+  const std::string schema((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto g = CompileJsonSchema(schema);
+  ASSERT_TRUE(g.has_value()) << g.error().ToString();
+  TokenConstraint c(*g, *trie);
+  const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
+  Drive(**e, prompt, true, 2, &c);  // warm-up
+  testing::CountAllocations allocations;
+  Drive(**e, prompt, false, 3, &c);
+  Drive(**e, prompt, true, 3, &c);
+  EXPECT_EQ(allocations.count(), 0);
+  EXPECT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
 }
 
 }  // namespace

@@ -86,6 +86,29 @@ TEST(CostModel, BuiltinParses) {
   EXPECT_FALSE(m->source.empty());
 }
 
+// Constrained decoding's mask: per token, slower on efficiency cores and a capped clock,
+// read from and written to the JSON, validated.
+TEST(CostModel, MaskCost) {
+  auto m = BuiltinCostModel();
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  EXPECT_GT(m->mask_us_per_token, 0.0);  // measured (docs/structured_output.md)
+  CostModel c = *m;
+  c.mask_us_per_token = 100;
+  c.efficiency_core_speed = 0.5;
+  c.nominal_khz_performance = 2000000;
+  EXPECT_NEAR(c.MaskSeconds(10, false, 0), 1e-3, kTol);
+  EXPECT_NEAR(c.MaskSeconds(10, true, 0), 2e-3, kTol);
+  EXPECT_NEAR(c.MaskSeconds(10, false, 1000000), 2e-3, kTol);  // half clock, compute-bound
+  EXPECT_EQ(c.MaskSeconds(0, false, 0), 0.0);
+  auto back = ParseCostModelJson(CostModelToJson(c), "rt.json");
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->mask_us_per_token, 100);
+  c.mask_us_per_token = -1;
+  auto bad = ParseCostModelJson(CostModelToJson(c), "bad.json");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("mask_us_per_token"), std::string::npos);
+}
+
 TEST(CostModel, ClearErrors) {
   auto e1 = ParseCostModelJson("{not json", "c.json");
   ASSERT_FALSE(e1.has_value());

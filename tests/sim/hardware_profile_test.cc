@@ -67,6 +67,7 @@ TEST(HardwareProfile, ShippedProfilesLoadAndConvert) {
     const double b8 = big->ChunkSeconds(k, runtime::ChunkPhase::kDecode, 8, false);
     EXPECT_LT(s4, b4) << name;
     EXPECT_LT(b4, b8) << name;
+    EXPECT_GT(big->mask_us_per_token, 0.0) << name << ": constrained decoding has a cost";
   }
   EXPECT_FALSE(ProfileCostModel(*FindHardwareProfile("a76-4gb"), "7b").has_value());
   EXPECT_FALSE(FindHardwareProfile("no-such-board").has_value());
@@ -99,6 +100,8 @@ TEST(HardwareProfile, ImpossibleValuesAreRefusedWithTheirLine) {
       {"critical { celsius: 95", "critical { celsius: 80",
        "t.textproto:17: protection.critical.celsius: must be above"},
       {"decode_tps: 4 ", "decode_tps: 0 ", "t.textproto:8: cost[1].decode_tps"},
+      {"decode_tps: 4 ", "mask_us_per_token: -5 decode_tps: 4 ",
+       "t.textproto:8: cost[1].mask_us_per_token"},
       {"clock_fraction: 0.4", "clock_fraction: 1.5", "t.textproto:17: protection.critical.clock"},
   };
   for (const BadCase& c : cases) {

@@ -79,6 +79,40 @@ TEST(Replay, OneCriticalRequestMatchesHandComputedTimes) {
   EXPECT_GT(r->summary.peak_die_c, 40.0);
 }
 
+// A structured answer (response_format) pays the cost model's mask per decoded token,
+// counted in the chunk's compute time, the request's mask_s and the summary.
+TEST(Replay, ResponseFormatChargesMaskCost) {
+  const char* kLog = R"(
+    header { ambient_celsius: 25 duration_ms: 10000 }
+    event { t_ms: 0 request { request_id: 1 client: "nav" urgency: CRITICAL prompt: "Take me home" max_tokens: 16 %s } }
+  )";
+  char with[512], without[512];
+  std::snprintf(with, sizeof(with), kLog, "response_format: \"navigation_destination\"");
+  std::snprintf(without, sizeof(without), kLog, "");
+  const qos::Policy policy = DefaultPolicy();
+  CostModel cost = SimpleCost();
+  cost.mask_us_per_token = 5000;  // 5 ms per token: visible against 100 ms per token
+  ReplayOptions o;
+  o.policy = &policy;
+  o.cost = &cost;
+  auto plain = ReplayModel(ParseLog(without), o);
+  auto masked = ReplayModel(ParseLog(with), o);
+  ASSERT_TRUE(plain.has_value() && masked.has_value());
+  const RequestReport& p = plain->requests[0];
+  const RequestReport& m = masked->requests[0];
+  EXPECT_EQ(m.response_format, "navigation_destination");
+  EXPECT_EQ(p.tokens, 16);
+  EXPECT_EQ(m.tokens, 16);
+  EXPECT_EQ(plain->summary.masked_tokens, 0);
+  EXPECT_EQ(masked->summary.masked_tokens, 16);
+  constexpr double kTol = 1e-6;
+  EXPECT_NEAR(p.mask_s, 0.0, kTol);
+  EXPECT_NEAR(m.mask_s, 16 * 5e-3, kTol);
+  EXPECT_NEAR(masked->summary.mask_s, 16 * 5e-3, kTol);
+  EXPECT_NEAR(m.completion_s - p.completion_s, 16 * 5e-3, kTol);
+  EXPECT_NEAR(masked->summary.busy_s - plain->summary.busy_s, 16 * 5e-3, kTol);
+}
+
 TEST(Replay, TightDeadlineIsMissedAndStopped) {
   const dl::DriveLog log = ParseLog(R"(
     header { ambient_celsius: 25 duration_ms: 5000 }
