@@ -130,7 +130,11 @@ void Scheduler::Finish(uint64_t id, TerminalStatus status, std::string_view mess
       std::find_if(live_.begin(), live_.end(), [id](const auto& l) { return l->req.id == id; });
   if (it == live_.end()) return;
   Live& r = **it;
-  if (r.started) {
+  if (r.started) park_blocked_ = false;  // a slot or a park area frees: parking may work
+  if (r.parked) {
+    // The parked turn is abandoned, and with it the session's conversation.
+    if (runtime::ChunkRunner* e = EngineOf(r.on_fallback)) e->DropParked(r.park_id);
+  } else if (r.started) {
     Slot& s = SlotsOf(r.on_fallback)[static_cast<size_t>(r.slot)];
     s.running = 0;
     s.last_used_ns = clock_.NowNs();
@@ -169,7 +173,10 @@ void Scheduler::Deliver() {
 // without the lock.
 struct Scheduler::ChunkPlan {
   int32_t slot = -1;
-  bool start = false;      // the request starts its turn with this chunk
+  bool start = false;   // the request starts its turn with this chunk
+  bool resume = false;  // the request's parked turn is resumed into `slot` first
+  runtime::ParkId park_id = -1;
+  uint64_t parked_id = 0;  // the turn parked at this boundary to free `slot`
   int32_t max_tokens = 0;  // of the turn (capped by the memory ladder)
   Knobs knobs;             // the decision's, degraded to W4A8 for a degraded request
   runtime::ChunkKnobs engine_knobs;
@@ -190,9 +197,12 @@ StepResult Scheduler::Step() {
 
   lk.lock();
   now = clock_.NowNs();
+  uint64_t parked_id = 0;
+  const uint64_t newcomer = ParkForNewcomer(lk, now, &parked_id);
+  now = clock_.NowNs();  // after the park: the newcomer's chunk starts now
   int slot = -1;
   bool keep_context = false;
-  Live* r = Pick(now, &slot, &keep_context);
+  Live* r = PickAfterPark(now, newcomer, &slot, &keep_context);
   in.queue_depths = queue_.Depths();
   if (r) in.active = r->req.urgency;
   in.now_ns = now;
@@ -210,7 +220,8 @@ StepResult Scheduler::Step() {
     EndStep();
     return res;
   }
-  const ChunkPlan plan = ClaimChunk(*r, slot, d);
+  ChunkPlan plan = ClaimChunk(*r, slot, d);
+  plan.parked_id = parked_id;
   lk.unlock();
   if (changed) sink_.OnDecision(d, now);
 
@@ -273,6 +284,16 @@ Scheduler::ChunkPlan Scheduler::ClaimChunk(Live& r, int slot, const Decision& d)
   plan.slot = slot;
   plan.start = !r.started;
   plan.max_tokens = r.req.max_tokens;
+  if (r.parked) {  // resumes into this slot: the session's conversation now lives here
+    plan.resume = true;
+    plan.park_id = r.park_id;
+    r.parked = false;
+    r.park_id = -1;
+    r.slot = slot;
+    Slot& s = SlotsOf(r.on_fallback)[static_cast<size_t>(slot)];
+    s.running = r.req.id;
+    s.session = r.req.session_id;
+  }
   if (plan.start) {
     queue_.Cancel(r.req.id);
     r.started = true;
@@ -310,7 +331,18 @@ runtime::Result<runtime::ChunkResult> Scheduler::RunPlannedChunk(const Live& r,
                                                                  bool keep_context) {
   runtime::ChunkRunner& engine = *plan.engine;
   runtime::Result<void> started{};
-  if (plan.start) {
+  if (plan.resume) {
+    const int64_t t0 = clock_.NowNs();
+    started = engine.ResumeParked(plan.park_id, plan.slot);
+    ParkEvent ev;
+    ev.kind = ParkEventKind::kResumed;
+    ev.id = r.req.id;
+    ev.slot = plan.slot;
+    ev.duration_ns = clock_.NowNs() - t0;
+    ev.on_fallback = plan.on_fallback;
+    if (!started) ev.message = started.error().message;
+    sink_.OnPark(ev);
+  } else if (plan.start) {
     runtime::TurnSpec turn;
     turn.prompt = r.req.prompt;
     turn.sampling = r.req.sampling;
@@ -348,6 +380,8 @@ StepInfo Scheduler::ReportChunk(Live& r, const ChunkPlan& plan, int64_t start_ns
   info.start_ns = start_ns;
   info.knobs = plan.engine_knobs;
   info.fallback = plan.on_fallback;
+  info.parked_id = plan.parked_id;
+  info.resumed = plan.resume;
   if (cr) {
     info.phase = cr->phase;
     info.prompt_tokens = cr->prompt_tokens;

@@ -23,10 +23,18 @@
 // Slots: a session id keeps its slot between turns (the next turn continues the
 // conversation). A request needs a slot that is free or idle (no turn in progress).
 // When none is free, the idle slot whose last turn had the lowest urgency is evicted,
-// least recently used first among equals (its conversation is forgotten). Slots with a
-// turn in progress are never taken: the request waits until a turn ends, even when it
-// is more urgent, so give the engine at least as many slots as requests that should
-// be able to preempt each other (two for "CRITICAL preempts NORMAL").
+// least recently used first among equals (its conversation is forgotten).
+// Slot parking: when every slot of the engine has a turn in progress and the best-ranked
+// waiting request is of a strictly higher CLASS (its base urgency; aging never parks)
+// than the lowest-class turn in progress, that turn is parked at this boundary
+// (ChunkRunner::ParkSlot: its whole state moves to a preallocated park area; the most
+// recently started one among equals, i.e. the least progress) and the newcomer runs in
+// the freed slot with this step's chunk. A parked turn waits like a queued request
+// (ranked with aging) and resumes when it gets a free or idle slot (ResumeParked), any
+// slot: a session's conversation then lives there. It continues token for token; its
+// chunk seq numbers continue and it still gets exactly one terminal. When the runner
+// cannot park (no park areas free, kUnsupported) the request waits for a turn to end.
+// Parks and resumes are reported through ChunkSink::OnPark and StepInfo.
 // A turn that ends other than DONE (cancel, deadline, failure) forgets the session's
 // conversation too: its KV holds a partial answer.
 //
@@ -160,7 +168,26 @@ struct StepInfo {
   runtime::ChunkKnobs knobs;  // decided
   ChunkRan ran;               // as it ran (all zero when the chunk failed)
   bool finished = false;
-  bool fallback = false;  // ran on the fallback engine
+  bool fallback = false;   // ran on the fallback engine
+  uint64_t parked_id = 0;  // the turn parked at this boundary to free this chunk's slot
+  bool resumed = false;    // this chunk's turn was resumed from a park area into `slot`
+};
+
+enum class ParkEventKind : uint8_t {
+  kParked,   // `id`'s turn moved out of `slot` to make room for `for_id`
+  kResumed,  // `id`'s turn restored into `slot`
+  kRefused,  // the runner could not park (`message`): `for_id` waits for a slot
+};
+std::string_view ParkEventName(ParkEventKind k);  // "parked", "resumed", "refused"
+
+struct ParkEvent {
+  ParkEventKind kind = ParkEventKind::kParked;
+  uint64_t id = 0;      // the turn parked / resumed
+  uint64_t for_id = 0;  // kParked/kRefused: the waiting request it was (to be) parked for
+  int32_t slot = -1;
+  int64_t duration_ns = 0;   // ParkSlot / ResumeParked time (clock time)
+  std::string_view message;  // kRefused: the error; call-time only
+  bool on_fallback = false;
 };
 
 // Memory ladder, last step: the small second model (see the file comment).
@@ -198,6 +225,7 @@ class ChunkSink {
   virtual void OnDecision(const Decision& decision, int64_t now_ns) = 0;
   virtual void OnStep(const StepInfo& /*step*/) {}
   virtual void OnFallback(const FallbackEvent& /*event*/) {}
+  virtual void OnPark(const ParkEvent& /*event*/) {}
 };
 
 struct SchedulerOptions {
@@ -285,6 +313,7 @@ class Scheduler {
   struct OrderKey {
     int effective_rank;
     int neg_class_rank;  // at equal effective rank, the one that aged more first
+    int not_parked;      // then a parked turn before a new one (the park areas drain)
     int64_t deadline_ns;
     uint64_t seq;
     auto operator<=>(const OrderKey&) const = default;
@@ -295,6 +324,19 @@ class Scheduler {
   // With mu_ held:
   void ApplyCancelsAndDeadlines(int64_t now);
   Live* Pick(int64_t now, int* slot, bool* keep_context);
+  // Slot parking (scheduler_park.cc). With mu_ held: the waiting request that may park a
+  // turn now and its victim (both null: none).
+  struct ParkPlan {
+    const Live* newcomer = nullptr;
+    const Live* victim = nullptr;
+  };
+  ParkPlan FindPark(int64_t now) const;
+  // With mu_ held (released around ParkSlot): parks for the newcomer; its id, or 0.
+  uint64_t ParkForNewcomer(std::unique_lock<std::mutex>& lk, int64_t now, uint64_t* victim);
+  // With mu_ held: the newcomer in the slot its park freed, else the normal Pick.
+  Live* PickAfterPark(int64_t now, uint64_t newcomer, int* slot, bool* keep_context);
+  runtime::ChunkRunner* EngineOf(bool fallback) { return fallback ? fallback_engine_ : &engine_; }
+  int32_t ParkedOn(bool fallback) const;
   // A slot for a request that has not started, on the engine new requests go to.
   int FindSlotFor(const Live& r, bool* keep_context) const;
   std::vector<Slot>& SlotsOf(bool fallback) { return fallback ? fb_slots_ : slots_; }
@@ -361,6 +403,7 @@ class Scheduler {
   bool decision_emitted_ = false;
   thermal::Reading reading_;
   std::array<int64_t, kNumUrgencies> not_before_{};  // pacing, per class rank
+  bool park_blocked_ = false;  // a ParkSlot failed: no new try until a turn or park ends
 };
 
 }  // namespace ari::qos

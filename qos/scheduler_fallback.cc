@@ -19,7 +19,7 @@ std::string_view FallbackEventName(FallbackEventKind k) {
 int32_t Scheduler::RunningOnFallback() const {
   int32_t n = 0;
   for (const Slot& s : fb_slots_) n += s.running != 0 ? 1 : 0;
-  return n;
+  return n + ParkedOn(true);  // a turn parked there resumes there
 }
 
 int64_t Scheduler::MemoryPoll(int64_t now, int64_t next) const {

@@ -16,8 +16,10 @@ struct Scheduler::Live {
   uint64_t seq = 0;
   int64_t admitted_ns = 0;
   int64_t deadline_ns = kSchedNever;
-  bool started = false;  // holds a slot, turn started
+  bool started = false;  // holds a slot, turn started (or parked)
   int32_t slot = -1;
+  bool parked = false;  // the turn sits in a park area (slot = -1) until it resumes
+  runtime::ParkId park_id = -1;
   bool on_fallback = false;      // the slot is on the fallback engine
   int64_t waiting_since_ns = 0;  // aging of a started (preempted) request
   int32_t generated = 0;

@@ -34,7 +34,8 @@ void Scheduler::ApplyCancelsAndDeadlines(int64_t now) {
     Live& r = *live_[i];
     if (r.started && r.deadline_ns < now) {
       if (policy_.Class(r.req.urgency).deadline_miss == DeadlineMissAction::kStop) {
-        Finish(r.req.id, TerminalStatus::kDeadlineMissed, "deadline passed while running");
+        Finish(r.req.id, TerminalStatus::kDeadlineMissed,
+               r.parked ? "deadline passed while parked" : "deadline passed while running");
         continue;  // live_[i] now holds another request
       }
       r.degraded = r.deadline_missed = true;
@@ -45,15 +46,22 @@ void Scheduler::ApplyCancelsAndDeadlines(int64_t now) {
 }
 
 Scheduler::OrderKey Scheduler::Key(const Live& r, int64_t now) const {
+  // A parked turn ages from its admission like a queued request: it resumes before newer
+  // work of its rank, so the park areas drain (docs/scheduler.md, "Slot parking").
   QueueEntry e{r.req.id, r.req.urgency, r.deadline_ns,
-               r.started ? r.waiting_since_ns : r.admitted_ns, r.seq};
-  return OrderKey{queue_.EffectiveRank(e, now), -Rank(r.req.urgency), r.deadline_ns, r.seq};
+               r.started && !r.parked ? r.waiting_since_ns : r.admitted_ns, r.seq};
+  return OrderKey{queue_.EffectiveRank(e, now), -Rank(r.req.urgency), r.parked ? 0 : 1,
+                  r.deadline_ns, r.seq};
 }
 
 int Scheduler::FindSlotFor(const Live& r, bool* keep_context) const {
   *keep_context = false;
-  const std::vector<Slot>& slots = SlotsOf(fallback_route_);
-  if (r.req.session_id != 0) {
+  // A parked turn resumes on its own engine, into any slot (never "keeping" a context).
+  const std::vector<Slot>& slots = SlotsOf(r.parked ? r.on_fallback : fallback_route_);
+  if (r.req.session_id != 0 && !r.parked) {
+    for (const auto& l : live_) {  // the session's previous turn is parked
+      if (l->parked && l->req.session_id == r.req.session_id) return -1;
+    }
     for (const Slot& s : slots_) {
       if (s.session == r.req.session_id && s.running != 0) return -1;  // previous turn runs
     }
@@ -93,7 +101,7 @@ Scheduler::Live* Scheduler::Pick(int64_t now, int* slot, bool* keep_context) {
     Live& r = *lp;
     if (not_before_[Rank(r.req.urgency)] > now) continue;  // paced
     bool keep = false;
-    int s = r.started ? r.slot : FindSlotFor(r, &keep);
+    int s = r.started && !r.parked ? r.slot : FindSlotFor(r, &keep);
     if (s < 0) continue;  // waits for a slot
     const OrderKey k = Key(r, now);
     if (!best || k < best_key) {
@@ -117,11 +125,11 @@ int64_t Scheduler::NextStep(int64_t now) const {
       next = std::min(next, nb);
     } else {
       bool keep = false;
-      if (r.started || FindSlotFor(r, &keep) >= 0) any_ready = true;
+      if ((r.started && !r.parked) || FindSlotFor(r, &keep) >= 0) any_ready = true;
     }
     if (r.deadline_ns != kNever) next = std::min(next, r.deadline_ns + 1);
   }
-  if (any_ready) return now;
+  if (any_ready || FindPark(now).newcomer) return now;
   return std::max(next, now + 1);
 }
 

@@ -78,6 +78,7 @@ Result<std::string> RunCompareCli(const CompareCliArgs& a) {
   in.base.cost = &*cost;
   in.base.quality = quality ? &*quality : nullptr;
   if (a.slots > 0) in.base.slots = a.slots;
+  if (a.park_areas >= 0) in.base.park_areas = a.park_areas;
   in.hardware = hardware->name();
   in.model = model;
   auto report = RunCompare(in, a.threads);

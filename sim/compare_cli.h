@@ -17,7 +17,8 @@ struct CompareCliArgs {
   std::string hardware = "dev-vm", model;  // model empty: the profile's default
   std::string quality, json, html;         // empty: none
   int threads = 2;
-  int slots = 0;  // 0: the profile's kv_slots
+  int slots = 0;        // 0: the profile's kv_slots
+  int park_areas = -1;  // slot parking areas; < 0: ReplayOptions' default
 };
 
 // A policy NAME (the shipped config/policy_<name>.textproto, '-' read as '_') or a FILE

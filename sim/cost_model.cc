@@ -276,6 +276,9 @@ Result<void> CostModel::Validate() const {
       !(freq_sensitivity_decode >= 0 && freq_sensitivity_decode <= 1)) {
     return bad("freq_sensitivity values must be in [0, 1]");
   }
+  if (!(park_ms_per_1k_positions >= 0 && park_ms_per_1k_positions < 1e6)) {
+    return bad("park_ms_per_1k_positions must be in [0, 1e6)");
+  }
   if (!(mask_us_per_token >= 0 && mask_us_per_token < 1e6)) {
     return bad("mask_us_per_token must be in [0, 1e6)");
   }
@@ -311,6 +314,8 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
   m.best_isa = Str(*v, "best_isa", "avx2");
   m.thread_scaling = Num(*v, "thread_scaling", 0.8);
   m.efficiency_core_speed = Num(*v, "efficiency_core_speed", 0.5);
+  m.park_ms_per_1k_positions =
+      Num(*v, "park_ms_per_1k_positions", CostModel::kDefaultParkMsPer1kPositions);
   m.mask_us_per_token = Num(*v, "mask_us_per_token", 0.0);
   m.isa_speed = DefaultIsaSpeed();
   if (const pb::Value* is = Field(*v, "isa_speed"); is && is->has_struct_value()) {
@@ -387,6 +392,9 @@ std::string CostModelToJson(const CostModel& m) {
       m.freq_sensitivity_decode != CostModel::kDefaultFreqSensitivityDecode) {
     s += "  \"freq_sensitivity\": {\"prefill\": " + Fmt(m.freq_sensitivity_prefill) +
          ", \"decode\": " + Fmt(m.freq_sensitivity_decode) + "},\n";
+  }
+  if (m.park_ms_per_1k_positions != CostModel::kDefaultParkMsPer1kPositions) {
+    s += "  \"park_ms_per_1k_positions\": " + Fmt(m.park_ms_per_1k_positions) + ",\n";
   }
   if (m.mask_us_per_token != 0) {
     s += "  \"mask_us_per_token\": " + Fmt(m.mask_us_per_token) + ",\n";

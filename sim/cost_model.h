@@ -30,12 +30,17 @@
 //    "isa_speed": {"scalar": 0.1, "avx2": 1.0, "avx512vnni": 1.3, ...},
 //    "nominal_khz": {"performance": 2400000, "efficiency": 1800000},   (optional)
 //    "freq_sensitivity": {"prefill": 1.0, "decode": 0.5},              (optional)
+//    "park_ms_per_1k_positions": 4.0,                                   (optional)
 //    "layer_drop_cost": {"layers": 24, "source": "...",                 (optional)
 //                        "prefill": [1, 0.97, ...], "decode": [1, 0.96, ...]},
 //    "entries": [{"precision": "w8a16", "threads": 2, "isa": "avx2", "layer_drop": 0,
 //                 "prefill_tps": 40.0, "chunk_overhead_ms": 12.0,
 //                 "decode_tps": 14.0, "decode_overhead_ms": 0.0}, ...]}
 // BuildCostModelFromBench() makes one from benchmark JSON objects.
+//
+// Slot parking (qos/scheduler.h): parking a turn, and resuming it, each take
+//   seconds = park_ms_per_1k_positions * positions / 1000 / 1000
+// (a copy of the turn's KV rows; `park_bench`, runtime/bench/park_bench.cc, measures it).
 #pragma once
 
 #include <cstdint>
@@ -90,6 +95,10 @@ struct CostModel {
   std::vector<double> drop_cost_prefill, drop_cost_decode;
   int drop_cost_layers = 0;
   std::string drop_cost_source;
+  // Park (or resume) time per 1000 KV positions of the turn, ms (see above).
+  double park_ms_per_1k_positions = kDefaultParkMsPer1kPositions;
+  static constexpr double kDefaultParkMsPer1kPositions = 4.0;
+  double ParkSeconds(int positions) const { return park_ms_per_1k_positions * positions * 1e-6; }
 
   // F(level) of the phase (1 at level 0).
   double DropFactor(runtime::ChunkPhase phase, int level) const;

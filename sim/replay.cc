@@ -119,7 +119,7 @@ class ModelReplay {
         source_(model, clock_),
         topo_(SimTopology(o.performance_cpus, o.efficiency_cpus)),
         rec_(o, clock_, source_, topo_, report),
-        engine_(*o.cost, clock_, o.slots, rec_.efficiency_mask(), &rec_),
+        engine_(*o.cost, clock_, o.slots, rec_.efficiency_mask(), &rec_, 4096, o.park_areas),
         end_ns_(EndNs(log)) {}
 
   Result<void> CreateScheduler();

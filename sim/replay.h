@@ -74,6 +74,7 @@ struct ReplayOptions {
   double base_power_w = -1;             // < 0: the generator's for the log's scenario
                                         //   (ScenarioBasePowerW), else rc.idle_power_w
   int32_t slots = 2;
+  int32_t park_areas = 1;  // slot parking (qos/scheduler.h); 0 = none (a request waits)
   // With a hardware profile: base power = rc.idle_power_w (the profile's SoC idle) plus
   // the scenario's extra (ScenarioBasePowerW - the RcParams default idle, >= 0).
   bool scenario_power_on_top = false;
@@ -192,6 +193,9 @@ struct ReplaySummary {
   double hw_throttle_s = 0, hw_critical_s = 0;
   int hw_throttle_events = 0;
   int64_t chunks = 0;
+  // Slot parking: turns parked, resumed, and the virtual time both took.
+  int64_t parks = 0, resumes = 0;
+  double park_s = 0;
   double mask_s = 0;          // compute time on constrained decoding's mask (all requests)
   int64_t masked_tokens = 0;  // tokens decoded under a response format
   double wall_s = 0;  // real time the replay took (not deterministic; not in JSON by default)

@@ -200,6 +200,12 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
     last_reason_.assign(d.Reason());
     if (o_.record_decisions) report_.decisions.push_back(Record(d, now_ns));
   }
+  void OnPark(const qos::ParkEvent& e) override {
+    ReplaySummary& m = report_.summary;
+    if (e.kind == qos::ParkEventKind::kParked) ++m.parks;
+    if (e.kind == qos::ParkEventKind::kResumed) ++m.resumes;
+    m.park_s += NsToS(e.duration_ns);
+  }
   void OnStep(const qos::StepInfo& s) override {
     auto it = index.find(s.id);
     if (it == index.end()) return;

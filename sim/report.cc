@@ -177,6 +177,9 @@ std::string SummaryJson(const ReplayReport& r, bool include_wall_time) {
         .N("hw_critical_s", m.hw_critical_s)
         .I("hw_throttle_events", m.hw_throttle_events);
   }
+  if (m.parks > 0 || m.resumes > 0) {  // only replays where slot parking happened
+    o.I("parks", m.parks).I("resumes", m.resumes).N("park_s", m.park_s);
+  }
   if (include_wall_time) o.N("wall_s", m.wall_s);
   o.Close();
   return sum;
@@ -262,6 +265,11 @@ std::string ReportToText(const ReplayReport& r) {
       r.log_name.c_str(), r.scenario.c_str(), r.policy_name.c_str(), m.duration_s,
       static_cast<long long>(m.chunks), m.duration_s > 0 ? 100 * m.busy_s / m.duration_s : 0);
   s += b;
+  if (m.parks > 0 || m.resumes > 0) {
+    std::snprintf(b, sizeof(b), "slot parking: %lld turns parked, %lld resumed, %.3f s\n",
+                  static_cast<long long>(m.parks), static_cast<long long>(m.resumes), m.park_s);
+    s += b;
+  }
   s +=
       "class        reqs  done  miss  rej   TTFT p50/p95/p99 (s)      completion p50/p95/p99 (s)\n";
   for (const ClassReport& c : r.classes) {

@@ -7,10 +7,12 @@
 namespace ari::sim {
 
 SimEngine::SimEngine(const CostModel& cost, thermal::ManualClock& clock, int32_t slots,
-                     uint64_t efficiency_mask, ChunkObserver* observer, int32_t max_output)
+                     uint64_t efficiency_mask, ChunkObserver* observer, int32_t max_output,
+                     int32_t park_areas)
     : cost_(cost),
       clock_(clock),
       slots_(static_cast<size_t>(std::max(1, slots))),
+      parks_(static_cast<size_t>(std::max(0, park_areas))),
       efficiency_mask_(efficiency_mask),
       observer_(observer),
       tokens_(static_cast<size_t>(std::max(1, max_output)), 1) {}
@@ -86,6 +88,54 @@ runtime::Result<runtime::ChunkResult> SimEngine::RunChunk(int32_t slot,
   busy_s_ += static_cast<double>(ns) * 1e-9;
   ++chunks_;
   return r;
+}
+
+void SimEngine::Advance(double seconds) {
+  const int64_t end = clock_.NowNs() + std::max<int64_t>(0, thermal::SecondsToNs(seconds));
+  while (clock_.NowNs() < end) {
+    int64_t until = observer_ ? std::min(end, observer_->NextTickNs()) : end;
+    if (until <= clock_.NowNs()) until = end;
+    clock_.SetNs(until);
+    if (observer_) observer_->OnTick();
+  }
+}
+
+runtime::Result<runtime::ParkId> SimEngine::ParkSlot(int32_t slot) {
+  if (slot < 0 || slot >= num_slots() || !slots_[static_cast<size_t>(slot)].active) {
+    return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "sim engine: no turn in slot");
+  }
+  for (size_t i = 0; i < parks_.size(); ++i) {
+    if (parks_[i].used) continue;
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    parks_[i] = ParkArea{s, true};
+    const double sec = cost_.ParkSeconds(s.position);
+    s = Slot{};
+    Advance(sec);
+    park_s_ += sec;
+    ++parks_done_;
+    return static_cast<runtime::ParkId>(i);
+  }
+  return runtime::MakeError(runtime::ErrorCode::kOutOfMemory, "sim engine: park areas full");
+}
+
+runtime::Result<void> SimEngine::ResumeParked(runtime::ParkId id, int32_t slot) {
+  if (id < 0 || static_cast<size_t>(id) >= parks_.size() || !parks_[static_cast<size_t>(id)].used ||
+      slot < 0 || slot >= num_slots()) {
+    return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "sim engine: bad park id/slot");
+  }
+  ParkArea& a = parks_[static_cast<size_t>(id)];
+  slots_[static_cast<size_t>(slot)] = a.state;
+  a.used = false;
+  const double sec = cost_.ParkSeconds(a.state.position);
+  Advance(sec);
+  park_s_ += sec;
+  ++resumes_done_;
+  return {};
+}
+
+void SimEngine::DropParked(runtime::ParkId id) {
+  if (id >= 0 && static_cast<size_t>(id) < parks_.size())
+    parks_[static_cast<size_t>(id)].used = false;
 }
 
 }  // namespace ari::sim

@@ -8,6 +8,10 @@
 // max_tokens (no end-of-generation token in model mode: answers run to max_tokens, or to
 // output_cap). Buffers are allocated once; RunChunk does not allocate.
 //
+// Slot parking: `park_areas` areas; ParkSlot/ResumeParked move a slot's turn state and
+// each advance the clock by CostModel::ParkSeconds(the turn's KV positions) (observer
+// ticks included, no chunk: the copy is not modeled as heat).
+//
 // CPU frequency caps: SetFrequencyCaps() sets the cap in force per cluster class; a
 // chunk's duration uses the cap of its class at the chunk's start (CostModel::
 // FrequencyFactor), a cap changing during the chunk does not affect it.
@@ -42,12 +46,17 @@ class SimEngine final : public runtime::ChunkRunner {
   // `efficiency_mask`: CPUs of the efficiency class (bit i = CPU i); a chunk whose
   // cpu_mask lies within it runs at the cost model's efficiency speed.
   SimEngine(const CostModel& cost, thermal::ManualClock& clock, int32_t slots,
-            uint64_t efficiency_mask, ChunkObserver* observer, int32_t max_output = 4096);
+            uint64_t efficiency_mask, ChunkObserver* observer, int32_t max_output = 4096,
+            int32_t park_areas = 0);
 
   int32_t num_slots() const override { return static_cast<int32_t>(slots_.size()); }
   runtime::Result<void> StartTurn(int32_t slot, const runtime::TurnSpec& turn) override;
   runtime::Result<runtime::ChunkResult> RunChunk(int32_t slot,
                                                  const runtime::ChunkKnobs& knobs) override;
+  int32_t num_park_areas() const override { return static_cast<int32_t>(parks_.size()); }
+  runtime::Result<runtime::ParkId> ParkSlot(int32_t slot) override;
+  runtime::Result<void> ResumeParked(runtime::ParkId id, int32_t slot) override;
+  void DropParked(runtime::ParkId id) override;
 
   // CPU frequency caps in kHz (0 = uncapped) from now on, per cluster class.
   void SetFrequencyCaps(uint32_t performance_khz, uint32_t efficiency_khz) {
@@ -57,6 +66,9 @@ class SimEngine final : public runtime::ChunkRunner {
 
   double busy_seconds() const { return busy_s_; }
   int64_t chunks() const { return chunks_; }
+  int64_t parks() const { return parks_done_; }
+  int64_t resumes() const { return resumes_done_; }
+  double park_seconds() const { return park_s_; }  // parks + resumes
 
  private:
   struct Slot {
@@ -67,10 +79,18 @@ class SimEngine final : public runtime::ChunkRunner {
     bool active = false;
     bool masked = false;  // decode under a response format: charged the mask cost
   };
+  struct ParkArea {
+    Slot state;
+    bool used = false;
+  };
+  void Advance(double seconds);  // clock + observer ticks
 
   const CostModel& cost_;
   thermal::ManualClock& clock_;
   std::vector<Slot> slots_;
+  std::vector<ParkArea> parks_;
+  int64_t parks_done_ = 0, resumes_done_ = 0;
+  double park_s_ = 0;
   uint64_t efficiency_mask_;
   ChunkObserver* observer_;
   std::vector<runtime::TokenId> tokens_;  // max_output ids, all 1

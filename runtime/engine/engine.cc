@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/core/thread_pool.h"
+#include "runtime/engine/engine_park.h"
 #include "runtime/engine/engine_plan.h"
 #include "runtime/engine/fast_forward.h"
 #include "runtime/engine/paging.h"
@@ -27,25 +28,7 @@ namespace ari::runtime {
 
 namespace {
 
-struct Slot {
-  KvCacheView kv;
-  KvType home_kv = KvType::kF16;  // what the slot's bytes were sized for
-  uint64_t kv_half = 0;           // bytes of the K (and of the V) half
-  int32_t pinned = 0;             // system-prompt tokens a context cap keeps
-  std::unique_ptr<Session> ref;   // reference path only
-  int32_t position = 0;           // tokens in the KV cache
-  TokenId* history = nullptr;     // [ctx]: KV'd tokens, then pending ones
-  int32_t hist_len = 0;
-  TokenId* out = nullptr;  // [max_output] tokens generated this turn
-  int32_t generated = 0;
-  int32_t max_tokens = 0;
-  int32_t out_cap = 0;  // ChunkKnobs::output_cap of the running chunk (0 = none)
-  bool active = false;
-  bool finished = true;
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<StreamDecoder> decoder;
-  std::string text;
-};
+using engine_internal::Slot;
 
 class EngineImpl final : public Engine {
  public:
@@ -106,6 +89,24 @@ class EngineImpl final : public Engine {
   EngineCounters Counters() const override {
     return EngineCounters{pin_failures_, cpu_mask_refusals_, isa_refusals_};
   }
+  int32_t num_park_areas() const override { return parks_.size(); }
+  Result<ParkId> ParkSlot(int32_t slot) override {
+    if (slot < 0 || slot >= num_slots()) {
+      return MakeError(ErrorCode::kInvalidArgument, "engine: slot " + std::to_string(slot));
+    }
+    auto id = parks_.Park(slots_[static_cast<size_t>(slot)]);
+    if (id) ResetSlot(slot);  // the conversation moved with the turn
+    return id;
+  }
+  Result<void> ResumeParked(ParkId id, int32_t slot) override {
+    if (slot < 0 || slot >= num_slots() || !parks_.holds(id)) {
+      return MakeError(ErrorCode::kInvalidArgument, "engine: no parked turn " + std::to_string(id) +
+                                                        " or bad slot " + std::to_string(slot));
+    }
+    ResetSlot(slot);  // its conversation is forgotten
+    return parks_.Resume(id, slots_[static_cast<size_t>(slot)]);
+  }
+  void DropParked(ParkId id) override { parks_.Drop(id); }
 
  private:
   void ApplyKnobs(const ChunkKnobs& k, ChunkResult& r);
@@ -132,6 +133,7 @@ class EngineImpl final : public Engine {
   FastForward ff_;
   MemoryPlan plan_;
   std::vector<Slot> slots_;
+  engine_internal::ParkStore parks_;
   std::byte* arena_ = nullptr;
   size_t align_ = 128;
   int32_t ctx_ = 0;
@@ -173,6 +175,16 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
       PlanArena(c, o, ctx_, participants, align_, packed_.has_value(), plan_);
   plan_.model_file_bytes = model_->file().bytes().size();
   if (auto r = CarveArena(o, layout); !r) return r;
+  if (auto r = parks_.Init(*model_, o.park_areas, o.kv_type, ctx_, o.max_chunk, o.max_output,
+                           packed_.has_value());
+      !r) {
+    return r;
+  }
+  if (o.park_areas > 0) {
+    plan_.notes.push_back("park areas: " + std::to_string(o.park_areas) + " x " +
+                          std::to_string(parks_.bytes_per_area()) +
+                          " bytes, outside the arena, touched only when a turn is parked");
+  }
   if (packed_ && PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_)) {
     ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
   }

@@ -63,6 +63,9 @@ struct EngineOptions {
   int32_t threads = 0;             // pool size; 0 = cpus.size()
   bool require_tokenizer = false;  // without a tokenizer: no text, no EOG stop (tests)
   LayerPrefetch layer_prefetch = LayerPrefetch::kAuto;  // packed path only
+  // Park areas preallocated at Create (ChunkRunner::ParkSlot): each holds one in-progress
+  // turn moved out of its slot (KV sized like a slot's, history, output). 0 = no parking.
+  int32_t park_areas = 1;
 };
 
 // What is applied before a chunk runs (the governor's decision, in runtime terms).
@@ -164,6 +167,9 @@ struct EngineCounters {
   uint64_t isa_refusals = 0;       // chunks with ChunkResult::isa_refused
 };
 
+// A park area holding a parked turn (ChunkRunner::ParkSlot).
+using ParkId = int32_t;
+
 // The chunk operations the scheduler drives (qos/scheduler.h). Engine implements them
 // with real compute; the simulator (sim/sim_engine.h) with a cost model in virtual time.
 class ChunkRunner {
@@ -176,6 +182,26 @@ class ChunkRunner {
   // The largest layer_drop level RunChunk can apply (0: none, e.g. a pack without layer
   // importance). The scheduler clamps its decisions to it, so what is decided is what runs.
   virtual int32_t MaxLayerDrop() const { return 1 << 20; }
+
+  // Slot parking (docs/scheduler.md, "Slot parking"). ParkSlot moves the slot's turn in
+  // progress (started, not finished) whole out of the slot into a free preallocated park
+  // area: its KV positions so far (in the slot's current KV type), pending tokens,
+  // position, sampler (RNG, repetition history, constraint pointer), decoder/stop state,
+  // remaining max_tokens and prefill progress. The slot is left empty (its conversation
+  // moved with the turn). ResumeParked restores it into `slot` (whose conversation is
+  // forgotten) and frees the area: the next RunChunk on `slot` continues exactly where the
+  // turn stopped. DropParked frees an area without resuming (the turn is abandoned).
+  // No heap allocation after warm-up. Errors: kOutOfMemory when every area is in use,
+  // kInvalidArgument for a bad slot/id or a slot without a turn in progress, kUnsupported
+  // (the default) when the runner cannot park: the scheduler then waits for a slot.
+  virtual int32_t num_park_areas() const { return 0; }
+  virtual Result<ParkId> ParkSlot(int32_t /*slot*/) {
+    return MakeError(ErrorCode::kUnsupported, "engine: slot parking not supported");
+  }
+  virtual Result<void> ResumeParked(ParkId /*id*/, int32_t /*slot*/) {
+    return MakeError(ErrorCode::kUnsupported, "engine: slot parking not supported");
+  }
+  virtual void DropParked(ParkId /*id*/) {}
 };
 
 class Engine : public ChunkRunner {

@@ -40,6 +40,7 @@ struct Args {
   bool json = false;
   double duration_s = 60, speedup = 40, ambient = 45, ambient_peak = 65;
   double celsius = -1000;  // preempt: fixed temperature (thermal band); unset = no sensor
+  int busy_slots = 0;      // preempt: N slots, all busy with NORMAL turns when CRITICAL arrives
 };
 
 void Usage(FILE* out = stderr) {
@@ -48,6 +49,7 @@ void Usage(FILE* out = stderr) {
                "                 [-n TOKENS] [-r REPS] [--json]\n"
                "       ari-bench -m MODEL --scenario preempt [--prompt 1024] [-r REPS]\n"
                "                 [--policy FILE] [--celsius C (default: no sensor, conservative)]\n"
+               "                 [--busy-slots N (N slots, all busy: CRITICAL parks a turn)]\n"
                "       ari-bench -m MODEL --scenario thermal [--duration 60] [--speedup 40]\n"
                "                 [--ambient 45] [--ambient-peak 65] [--json]\n"
                "  thermal: RC model (thermal/rc_model.h) heated by the chunks the engine runs,\n"
@@ -91,6 +93,8 @@ bool ParseArgs(int argc, char** argv, Args& a) {
       a.speedup = std::atof(v);
     else if (f == "--celsius")
       a.celsius = std::atof(v);
+    else if (f == "--busy-slots")
+      a.busy_slots = std::max(0, std::atoi(v));
     else if (f == "--ambient")
       a.ambient = std::atof(v);
     else if (f == "--ambient-peak")
@@ -171,6 +175,12 @@ struct CpuTimedRunner final : runtime::ChunkRunner {
     last_cpu_ns.store((ProcessCpuNs() - t0) / std::max(1, k.threads));
     return r;
   }
+  int32_t num_park_areas() const override { return inner.num_park_areas(); }
+  runtime::Result<runtime::ParkId> ParkSlot(int32_t slot) override { return inner.ParkSlot(slot); }
+  runtime::Result<void> ResumeParked(runtime::ParkId id, int32_t slot) override {
+    return inner.ResumeParked(id, slot);
+  }
+  void DropParked(runtime::ParkId id) override { inner.DropParked(id); }
   runtime::ChunkRunner& inner;
   std::atomic<int64_t> last_cpu_ns{0};
 };
@@ -275,11 +285,29 @@ bool RunRepetition(const Args& a, const PreemptSetup& ps, const qos::Policy& pol
   t.c0 = id++;
   (*s)->Submit(Req(t.c0, qos::Urgency::kCritical, ps.critical_len, vocab, 4));
   t.idle = static_cast<double>(wait_term(t.c0).first_token_ns) / 1e6;
+  // --busy-slots N: N - 1 NORMAL turns take slots first, each with an earlier (far)
+  // deadline than the last so it runs at the next boundary; the long NORMAL prefill
+  // (earliest deadline) takes the last slot.
+  const int64_t far = thermal::SteadyClock::Instance().NowNs() + 3600 * thermal::kNsPerMs * 1000;
+  std::vector<uint64_t> fillers;
+  for (int k = 0; k + 1 < a.busy_slots; ++k) {
+    qos::SchedRequest f = Req(id++, qos::Urgency::kNormal, 8, vocab, 16);
+    f.deadline_ns = far - k * thermal::kNsPerMs * 1000;
+    fillers.push_back(f.id);
+    if ((*s)->Submit(std::move(f)) != qos::SubmitStatus::kAdmitted) {
+      std::fprintf(stderr, "ari-bench: a --busy-slots turn was not admitted\n");
+      return false;
+    }
+    std::unique_lock lk(sink.mu);
+    sink.cv.wait(lk, [&] { return !sink.steps.empty() && sink.steps.back().id == fillers.back(); });
+  }
   // Loaded: NORMAL long prefill, CRITICAL after its second chunk.
   const uint64_t nid = id++, cid = id++;
   t.nid = nid;
   t.cid = cid;
-  (*s)->Submit(Req(nid, qos::Urgency::kNormal, ps.normal_len, vocab, 4));
+  qos::SchedRequest normal = Req(nid, qos::Urgency::kNormal, ps.normal_len, vocab, 4);
+  if (a.busy_slots > 0) normal.deadline_ns = far - a.busy_slots * thermal::kNsPerMs * 1000;
+  (*s)->Submit(std::move(normal));
   {
     std::unique_lock lk(sink.mu);
     sink.cv.wait(lk, [&] {
@@ -304,6 +332,7 @@ bool RunRepetition(const Args& a, const PreemptSetup& ps, const qos::Policy& pol
   (*s)->Submit(Req(cid, qos::Urgency::kCritical, ps.critical_len, vocab, 4));
   t.loaded = static_cast<double>(wait_term(cid).first_token_ns) / 1e6;
   wait_term(nid);
+  for (uint64_t f : fillers) wait_term(f);
   loop.request_stop();
   loop.join();
   return true;
@@ -377,16 +406,18 @@ void PrintPreemptSummary(const Args& a, int normal_len, const PreemptSeries& r) 
   const double worst = r.ratios.empty() ? 0.0 : *std::max_element(r.ratios.begin(), r.ratios.end());
   if (a.json) {
     std::printf(
-        "{\"scenario\":\"preempt\",\"normal_prompt\":%d,\"reps\":%d,\"idle_ttft_ms\":%.4f,"
+        "{\"scenario\":\"preempt\",\"busy_slots\":%d,\"normal_prompt\":%d,\"reps\":%d,"
+        "\"idle_ttft_ms\":%.4f,"
         "\"loaded_ttft_ms\":%.4f,\"ratio_median\":%.4f,\"ratio_max\":%.4f,\"goal\":1.25,"
         "\"normal_prefill_tok_s\":%.2f,\"normal_chunk_compute_ms\":%.3f,"
         "\"cpu_idle_ttft_ms\":%.4f,\"cpu_loaded_ttft_ms\":%.4f,\"cpu_ratio_median\":%.4f,"
         "\"cpu_ratio_max\":%.4f,\"cpu_normal_chunk_ms\":%.3f,"
         "\"cpu_normal_prefill_tok_s\":%.2f}\n",
-        normal_len, a.reps, Median(r.idle_ms), Median(r.loaded_ms), m, worst, Median(r.normal_tps),
-        Median(r.normal_chunk_ms), Median(r.cpu_idle_ms), Median(r.cpu_loaded_ms),
-        Median(r.cpu_ratios), *std::max_element(r.cpu_ratios.begin(), r.cpu_ratios.end()),
-        Median(r.cpu_chunk_ms), Median(r.cpu_normal_tps));
+        a.busy_slots, normal_len, a.reps, Median(r.idle_ms), Median(r.loaded_ms), m, worst,
+        Median(r.normal_tps), Median(r.normal_chunk_ms), Median(r.cpu_idle_ms),
+        Median(r.cpu_loaded_ms), Median(r.cpu_ratios),
+        *std::max_element(r.cpu_ratios.begin(), r.cpu_ratios.end()), Median(r.cpu_chunk_ms),
+        Median(r.cpu_normal_tps));
   } else {
     std::printf(
         "preempt: median idle TTFT %.3f ms, loaded %.3f ms, ratio %.3f (worst arrival "
@@ -418,6 +449,12 @@ int Preempt(const Args& a, runtime::Engine& engine, const qos::Policy& policy) {
     if (!RunRepetition(a, ps, policy, timed, fixed, rep, id, sink, t)) return 1;
     AddPrefillFigures(sink, t, ps.normal_pause_ns, r);
     const double idle = t.idle, loaded = t.loaded;
+    if (a.busy_slots > 0 && !a.json) {
+      int parks = 0;
+      for (const auto& x : sink.steps) parks += x.parked_id != 0 ? 1 : 0;
+      std::printf("rep %d: %d slots busy, %d turn(s) parked for the CRITICAL request\n", rep,
+                  a.busy_slots, parks);
+    }
     r.idle_ms.push_back(idle);
     r.loaded_ms.push_back(loaded);
     r.ratios.push_back(loaded / idle);
@@ -514,7 +551,7 @@ int main(int argc, char** argv) {
   }
   runtime::EngineOptions eo;
   eo.model_path = a.model;
-  eo.slots = 2;
+  eo.slots = std::max(2, a.busy_slots);
   eo.context_length = 2048;
   eo.max_chunk = 128;
   eo.max_output = 256;

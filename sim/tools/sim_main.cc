@@ -364,7 +364,7 @@ int CmdReplay(std::span<char* const> argv) {
   static constexpr std::string_view kKnown[] = {
       "log",          "mode",       "policy",    "cost",           "json",        "html",
       "slots",        "time-scale", "domain",    "cyclone-config", "calibration", "model-json",
-      "node-timeout", "drain",      "tokenizer", "hardware",       "model"};
+      "node-timeout", "drain",      "tokenizer", "hardware",       "model",       "park-areas"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("replay", args.error().message), kUsage;
   const auto log_path = args->Get("log");
@@ -408,6 +408,7 @@ int CmdReplay(std::span<char* const> argv) {
   o.policy = &*policy;
   o.cost = &*cost;
   if (auto sl = args->Get("slots")) o.slots = std::atoi(sl->c_str());
+  if (auto pa = args->Get("park-areas")) o.park_areas = std::max(0, std::atoi(pa->c_str()));
   std::unique_ptr<ari::runtime::Model> tokenizer_model;
   if (auto t = args->Get("tokenizer")) {  // prompt tokens as the node counts them
     auto m = ari::runtime::Model::Load(*t);
@@ -438,8 +439,9 @@ int CmdReplay(std::span<char* const> argv) {
 }
 
 int CmdCompare(std::span<char* const> argv) {
-  static constexpr std::string_view kKnown[] = {"log",  "policy", "hardware", "model", "quality",
-                                                "json", "html",   "threads",  "slots"};
+  static constexpr std::string_view kKnown[] = {"log",     "policy",    "hardware", "model",
+                                                "quality", "json",      "html",     "threads",
+                                                "slots",   "park-areas"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("compare", args.error().message), kUsage;
   ari::sim::CompareCliArgs c;
@@ -460,6 +462,7 @@ int CmdCompare(std::span<char* const> argv) {
   c.html = args->Get("html").value_or("");
   c.threads = std::max(1, std::atoi(args->Get("threads").value_or("2").c_str()));
   c.slots = std::max(0, std::atoi(args->Get("slots").value_or("0").c_str()));
+  c.park_areas = std::atoi(args->Get("park-areas").value_or("-1").c_str());
   auto text = ari::sim::RunCompareCli(c);
   if (!text) return Fail("compare", text.error().message);
   std::fputs(text->c_str(), stdout);

@@ -118,7 +118,9 @@ inline thermal::CpuTopology TwoCpuTopology() {
 // 100 + position % 300 with text "<id> ". compute_ns = 1000 per token.
 class FakeEngine final : public runtime::Engine {
  public:
-  explicit FakeEngine(int slots) : slots_(static_cast<size_t>(slots)) {}
+  // `park_areas` > 0: ParkSlot/ResumeParked move a slot's whole state to/from a park area.
+  explicit FakeEngine(int slots, int park_areas = 0)
+      : slots_(static_cast<size_t>(slots)), parks_(static_cast<size_t>(park_areas)) {}
   const runtime::Model& model() const override { return *model_; }
   bool has_pack() const override { return true; }
   const std::filesystem::path& loaded_path() const override { return path_; }
@@ -168,6 +170,39 @@ class FakeEngine final : public runtime::Engine {
     return r;
   }
   void ResetSlot(int32_t slot) override { slots_[static_cast<size_t>(slot)].pos = 0; }
+  int32_t num_park_areas() const override { return static_cast<int32_t>(parks_.size()); }
+  runtime::Result<runtime::ParkId> ParkSlot(int32_t slot) override {
+    if (parks_.empty()) return FakeEngine::ChunkRunner::ParkSlot(slot);
+    S& s = slots_[static_cast<size_t>(slot)];
+    if (s.prompt_left == 0 && s.gen >= s.max) {
+      return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "fake: no turn in slot");
+    }
+    for (size_t i = 0; i < parks_.size(); ++i) {
+      if (parks_[i].used) continue;
+      parks_[i] = Park{true, s};
+      s = S{};
+      ++parks;
+      return static_cast<runtime::ParkId>(i);
+    }
+    return runtime::MakeError(runtime::ErrorCode::kOutOfMemory, "fake: park areas full");
+  }
+  runtime::Result<void> ResumeParked(runtime::ParkId id, int32_t slot) override {
+    if (id < 0 || static_cast<size_t>(id) >= parks_.size() || !parks_[id].used) {
+      return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "fake: park id");
+    }
+    slots_[static_cast<size_t>(slot)] = parks_[id].state;
+    parks_[id].used = false;
+    ++resumes;
+    return {};
+  }
+  void DropParked(runtime::ParkId id) override {
+    if (id >= 0 && static_cast<size_t>(id) < parks_.size()) parks_[id].used = false;
+  }
+  int ParkedNow() const {
+    int n = 0;
+    for (const Park& p : parks_) n += p.used ? 1 : 0;
+    return n;
+  }
   int32_t SlotPosition(int32_t slot) const override {
     return slots_[static_cast<size_t>(slot)].pos;
   }
@@ -176,6 +211,7 @@ class FakeEngine final : public runtime::Engine {
 
   std::vector<runtime::ChunkKnobs> knobs_log;
   int starts = 0;
+  int parks = 0, resumes = 0;
   bool last_keep_context = false;
 
  private:
@@ -185,6 +221,11 @@ class FakeEngine final : public runtime::Engine {
     std::string text;
   };
   std::vector<S> slots_;
+  struct Park {
+    bool used = false;
+    S state;
+  };
+  std::vector<Park> parks_;
   std::unique_ptr<runtime::Model> model_;
   runtime::MemoryPlan plan_;
   std::filesystem::path path_ = "fake.pack.gguf";

@@ -1,0 +1,119 @@
+// The engine's park areas; see engine_park.h.
+#include "runtime/engine/engine_park.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "runtime/model/model.h"
+
+namespace ari::runtime::engine_internal {
+
+Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int32_t ctx,
+                             int32_t max_chunk, int32_t max_output, bool packed) {
+  if (areas < 0) return MakeError(ErrorCode::kInvalidArgument, "engine: park_areas < 0");
+  model_ = &model;
+  const ModelConfig& c = model.config();
+  ctx_ = ctx;
+  layers_ = c.n_layers;
+  half_bytes_ = packed ? KvCacheView::Bytes(c, home, ctx) / 2 : 0;
+  const uint64_t hist = static_cast<uint64_t>(ctx) * sizeof(TokenId);
+  const uint64_t outb = static_cast<uint64_t>(max_output) * sizeof(TokenId);
+  area_bytes_ = 2 * half_bytes_ + hist + outb;
+  areas_.resize(static_cast<size_t>(areas));
+  for (Area& a : areas_) {
+    // Default-initialized bytes: the pages are touched only when a turn is parked.
+    a.mem.reset(new std::byte[area_bytes_]);
+    a.k = a.mem.get();
+    a.v = a.k + half_bytes_;
+    a.history = reinterpret_cast<TokenId*>(a.v + half_bytes_);
+    a.out = reinterpret_cast<TokenId*>(a.v + half_bytes_ + hist);
+    a.sampler = std::make_unique<Sampler>(c.vocab_size, SamplingParams{});
+    if (model.tokenizer()) a.decoder = std::make_unique<StreamDecoder>(*model.tokenizer());
+    if (!packed) {
+      SessionOptions so;
+      so.context_length = ctx;
+      so.max_batch = max_chunk;
+      auto sess = Session::Create(model, so);
+      if (!sess) return std::unexpected(sess.error());
+      a.ref = std::move(*sess);
+    }
+  }
+  return {};
+}
+
+void ParkStore::CopyRows(const std::byte* from, std::byte* to, int32_t positions, size_t row_bytes,
+                         bool to_area) const {
+  const size_t n = static_cast<size_t>(positions) * row_bytes;
+  for (int32_t l = 0; l < layers_; ++l) {
+    const size_t slot_off = static_cast<size_t>(l) * static_cast<size_t>(ctx_) * row_bytes;
+    const size_t area_off = static_cast<size_t>(l) * n;
+    std::memcpy(to + (to_area ? area_off : slot_off), from + (to_area ? slot_off : area_off), n);
+  }
+}
+
+Result<ParkId> ParkStore::Park(Slot& s) {
+  if (areas_.empty()) return MakeError(ErrorCode::kUnsupported, "engine: no park areas");
+  if (s.finished) return MakeError(ErrorCode::kInvalidArgument, "engine: no turn to park in slot");
+  for (size_t i = 0; i < areas_.size(); ++i) {
+    Area& a = areas_[i];
+    if (a.used) continue;
+    if (s.ref) {
+      std::swap(a.ref, s.ref);  // the fp32 KV goes with its Session
+    } else {
+      const size_t rb = KvCacheView::RowBytes(model_->config(), s.kv.type);
+      CopyRows(static_cast<const std::byte*>(s.kv.k), a.k, s.position, rb, true);
+      CopyRows(static_cast<const std::byte*>(s.kv.v), a.v, s.position, rb, true);
+    }
+    std::memcpy(a.history, s.history, static_cast<size_t>(s.hist_len) * sizeof(TokenId));
+    std::memcpy(a.out, s.out, static_cast<size_t>(s.generated) * sizeof(TokenId));
+    a.kv_type = s.kv.type;
+    a.position = s.position;
+    a.hist_len = s.hist_len;
+    a.generated = s.generated;
+    a.max_tokens = s.max_tokens;
+    a.out_cap = s.out_cap;
+    a.pinned = s.pinned;
+    std::swap(a.sampler, s.sampler);
+    std::swap(a.decoder, s.decoder);
+    a.used = true;
+    return static_cast<ParkId>(i);
+  }
+  return MakeError(ErrorCode::kOutOfMemory,
+                   "engine: every park area is in use (" + std::to_string(areas_.size()) + ")");
+}
+
+Result<void> ParkStore::Resume(ParkId id, Slot& s) {
+  if (!holds(id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "engine: no parked turn " + std::to_string(id));
+  }
+  Area& a = areas_[static_cast<size_t>(id)];
+  if (s.ref) {
+    std::swap(a.ref, s.ref);
+  } else {
+    s.kv.type = a.kv_type;
+    const size_t rb = KvCacheView::RowBytes(model_->config(), a.kv_type);
+    CopyRows(a.k, static_cast<std::byte*>(s.kv.k), a.position, rb, false);
+    CopyRows(a.v, static_cast<std::byte*>(s.kv.v), a.position, rb, false);
+  }
+  std::memcpy(s.history, a.history, static_cast<size_t>(a.hist_len) * sizeof(TokenId));
+  std::memcpy(s.out, a.out, static_cast<size_t>(a.generated) * sizeof(TokenId));
+  s.position = a.position;
+  s.hist_len = a.hist_len;
+  s.generated = a.generated;
+  s.max_tokens = a.max_tokens;
+  s.out_cap = a.out_cap;
+  s.pinned = a.pinned;
+  std::swap(a.sampler, s.sampler);
+  std::swap(a.decoder, s.decoder);
+  s.active = true;
+  s.finished = false;
+  a.used = false;
+  return {};
+}
+
+void ParkStore::Drop(ParkId id) {
+  if (id >= 0 && id < size()) areas_[static_cast<size_t>(id)].used = false;
+}
+
+}  // namespace ari::runtime::engine_internal

@@ -1,0 +1,66 @@
+// Private to the engine: the park areas of slot parking (ChunkRunner::ParkSlot). Each area
+// is allocated once at Create (sized for a whole slot of the home KV type: K and V halves,
+// the history and the output tokens; pages touched only when used) and takes a turn's
+// state out of a slot: the KV rows of the positions so far, copied compactly in the slot's
+// current type (F16, F32 or INT8), the history and output tokens, the counters, and, by
+// pointer swap (no copy, no allocation), the sampler (RNG, repetition history, constraint),
+// the stream decoder (pending UTF-8 bytes) and, on the reference path, the Session (its fp32
+// KV). Park/Resume perform no heap allocation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/core/error.h"
+#include "runtime/engine/engine.h"
+#include "runtime/engine/engine_slot.h"
+
+namespace ari::runtime {
+class Model;
+}
+
+namespace ari::runtime::engine_internal {
+
+class ParkStore {
+ public:
+  // `packed`: the KV lives in the slots' views (else in each slot's reference Session).
+  Result<void> Init(const Model& model, int32_t areas, KvType home, int32_t ctx, int32_t max_chunk,
+                    int32_t max_output, bool packed);
+  int32_t size() const { return static_cast<int32_t>(areas_.size()); }
+  uint64_t bytes_per_area() const { return area_bytes_; }
+  bool holds(ParkId id) const {
+    return id >= 0 && id < size() && areas_[static_cast<size_t>(id)].used;
+  }
+  // Moves the slot's turn into a free area (the caller then resets the slot).
+  Result<ParkId> Park(Slot& s);
+  // Restores area `id` into the (reset) slot `s` and frees the area.
+  Result<void> Resume(ParkId id, Slot& s);
+  void Drop(ParkId id);
+
+ private:
+  struct Area {
+    bool used = false;
+    std::unique_ptr<std::byte[]> mem;
+    std::byte* k = nullptr;
+    std::byte* v = nullptr;
+    TokenId* history = nullptr;
+    TokenId* out = nullptr;
+    KvType kv_type = KvType::kF16;
+    int32_t position = 0, hist_len = 0, generated = 0, max_tokens = 0, out_cap = 0, pinned = 0;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<StreamDecoder> decoder;
+    std::unique_ptr<Session> ref;
+  };
+  // Copies the first `positions` rows of every layer between a slot's KV half (rows of
+  // layer l start at l * ctx) and an area's (compact: layer l starts at l * positions).
+  void CopyRows(const std::byte* from, std::byte* to, int32_t positions, size_t row_bytes,
+                bool to_area) const;
+
+  const Model* model_ = nullptr;
+  std::vector<Area> areas_;
+  int32_t ctx_ = 0, layers_ = 0;
+  uint64_t half_bytes_ = 0, area_bytes_ = 0;
+};
+
+}  // namespace ari::runtime::engine_internal
