@@ -94,6 +94,7 @@ Result<Policy> Convert(const pb::Policy& p, const TextFormat::ParseInfoTree* tre
     cc.deadline_miss = static_cast<DeadlineMissAction>(c.deadline_miss() - 1);
   }
   out.aging_ceiling = FromPb(p.aging_ceiling());
+  out.critical_reserved_slots = p.critical_reserved_slots();
   for (int i = 0; i < p.thermal_bands_size(); ++i) {
     const auto& b = p.thermal_bands(i);
     ThermalBand tb;
@@ -245,6 +246,7 @@ void PolicyToProto(const Policy& policy, pb::Policy* proto) {
         static_cast<pb::DeadlineMissAction>(static_cast<int>(c.deadline_miss) + 1));
   }
   proto->set_aging_ceiling(ToPb(policy.aging_ceiling));
+  proto->set_critical_reserved_slots(policy.critical_reserved_slots);
   for (size_t i = 0; i < policy.thermal_bands.size(); ++i) {
     const ThermalBand& b = policy.thermal_bands[i];
     auto* pb_band = proto->add_thermal_bands();

@@ -100,6 +100,8 @@ struct Policy {
   // knobs[band][rank]: the knobs of one class in one thermal band.
   std::vector<std::array<Knobs, kNumUrgencies>> knobs;
   std::array<Knobs, kNumUrgencies> conservative{};  // sensor not OK
+  // Slots a non-CRITICAL turn must leave free for CRITICAL (capped at slots - 1).
+  uint32_t critical_reserved_slots = 0;
 
   const ClassConfig& Class(Urgency u) const { return classes[Rank(u)]; }
   const Knobs& KnobsFor(Urgency u, size_t band) const { return knobs[band][Rank(u)]; }

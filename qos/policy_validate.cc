@@ -173,6 +173,7 @@ class Validator {
       }
     }
     CheckEnum(root, "aging_ceiling");
+    CheckRange(root, "critical_reserved_slots", p.critical_reserved_slots(), 0, kMaxReservedSlots);
   }
 
   void ThermalBands(const Node& root, const pb::Policy& p) {

@@ -12,6 +12,7 @@
 namespace ari::qos::internal {
 
 inline constexpr uint32_t kMaxQueueCapacity = 4096;
+inline constexpr uint32_t kMaxReservedSlots = 64;  // critical_reserved_slots
 inline constexpr uint32_t kMaxThreads = 256;
 inline constexpr uint32_t kMaxPrefillChunk = 65536;
 inline constexpr uint32_t kMaxDecodeTokens = 4096;

@@ -343,6 +343,7 @@ class Scheduler {
   const std::vector<Slot>& SlotsOf(bool fallback) const { return fallback ? fb_slots_ : slots_; }
   int32_t RunningOnFallback() const;
   OrderKey Key(const Live& r, int64_t now) const;
+  size_t ReservedFor(const Live& r, const std::vector<Slot>& slots) const;
   Live* Find(uint64_t id) const;
   void Finish(uint64_t id, TerminalStatus status, std::string_view message);
   int64_t NextStep(int64_t now) const;

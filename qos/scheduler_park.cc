@@ -46,8 +46,12 @@ Scheduler::ParkPlan Scheduler::FindPark(int64_t now) const {
   const bool fb = w->parked ? w->on_fallback : fallback_route_;
   const runtime::ChunkRunner* engine = fb ? fallback_engine_ : &engine_;
   if (!engine || ParkedOn(fb) >= engine->num_park_areas()) return none;
+  // Not every usable slot is busy (the reserved ones count as busy for a non-CRITICAL
+  // newcomer): it waits for its session, not for a slot.
+  size_t free_slots = 0;
+  for (const Slot& s : SlotsOf(fb)) free_slots += s.running == 0 ? 1 : 0;
+  if (free_slots > ReservedFor(*w, SlotsOf(fb))) return none;
   for (const Slot& s : SlotsOf(fb)) {
-    if (s.running == 0) return none;  // not every slot is busy (it waits for its session)
     if (!w->parked && w->req.session_id != 0 && s.session == w->req.session_id) {
       return none;  // its own session's previous turn runs: it waits for it
     }

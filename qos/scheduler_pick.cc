@@ -54,10 +54,21 @@ Scheduler::OrderKey Scheduler::Key(const Live& r, int64_t now) const {
                   r.deadline_ns, r.seq};
 }
 
+size_t Scheduler::ReservedFor(const Live& r, const std::vector<Slot>& slots) const {
+  // Slots a non-CRITICAL turn leaves free for CRITICAL; never all of them.
+  if (r.req.urgency == Urgency::kCritical || slots.empty()) return 0;
+  return std::min<size_t>(policy_.critical_reserved_slots, slots.size() - 1);
+}
+
 int Scheduler::FindSlotFor(const Live& r, bool* keep_context) const {
   *keep_context = false;
   // A parked turn resumes on its own engine, into any slot (never "keeping" a context).
   const std::vector<Slot>& slots = SlotsOf(r.parked ? r.on_fallback : fallback_route_);
+  if (const size_t reserve = ReservedFor(r, slots); reserve > 0) {
+    size_t available = 0;
+    for (const Slot& s : slots) available += s.running == 0 ? 1 : 0;
+    if (available <= reserve) return -1;  // the free ones are kept for CRITICAL
+  }
   if (r.req.session_id != 0 && !r.parked) {
     for (const auto& l : live_) {  // the session's previous turn is parked
       if (l->parked && l->req.session_id == r.req.session_id) return -1;

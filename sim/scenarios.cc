@@ -95,13 +95,13 @@ Spec MakeSpec(std::string_view name, uint64_t duration_ms, Prng& layout) {
     s.drive = {internal::DrivePattern::kHighway, 10, false};
     s.soc = {55, 3.5};  // parked in the sun; A/C and cameras heat the ECU bay too
     s.ambient = [](double t) { return 45.0 + 0.3 * std::sin(t / 900.0); };
-    s.rates = [](double) { return Rates{0.4, 0.6, 1.2, 0.4, 0.3}; };
+    s.rates = [](double) { return Rates{0.4, 0.4, 0.5, 0.2, 0.1}; };
     // A highway manoeuvre ("In 2 km, take exit 23 towards Lyon") is announced well before
     // the exit: a short answer that may take a few seconds (head-unit sized; the dev VM
     // meets it easily, a 4-8 tokens/s SoC only when the governor keeps a core free).
-    s.nav_max_tokens = 16;
-    s.nav_deadline_lo_ms = 6000;
-    s.nav_deadline_hi_ms = 10000;
+    s.nav_max_tokens = 12;
+    s.nav_deadline_lo_ms = 8000;
+    s.nav_deadline_hi_ms = 12000;
   } else if (name == "mountain-pass") {
     s.drive = {internal::DrivePattern::kMountain, 10, false};
     s.soc = {22, 2.5};

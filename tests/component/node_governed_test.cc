@@ -260,7 +260,8 @@ TEST_F(NodeGoverned, ThermalRampRunsEveryChunkAsDecided) {
     EXPECT_GT(ran_isa.size(), 1u);
   }
 
-  // 2. CRITICAL in the hot band: performance cores, its own W8A16, as decided.
+  // 2. CRITICAL in the hot band: performance cores, its own W4A8 (W8A16 only while cool),
+  // no layer drop, as decided.
   ASSERT_FALSE(critical.chunks.empty());
   EXPECT_EQ(critical.status, ari_STATUS_DONE);
   ExpectRanAsDecided(critical);
@@ -269,7 +270,7 @@ TEST_F(NodeGoverned, ThermalRampRunsEveryChunkAsDecided) {
   const uint64_t perf = MaskOf(topo->performance.empty() ? topo->efficiency : topo->performance);
   for (const Chunk& c : critical.chunks) {
     EXPECT_EQ(c.decided.cpus, perf);
-    EXPECT_EQ(dds::RawEnum(c.ran.precision), ari_PRECISION_W8A16);
+    EXPECT_EQ(dds::RawEnum(c.ran.precision), ari_PRECISION_W4A8);
     EXPECT_EQ(c.ran.layers_dropped, 0u);
   }
 

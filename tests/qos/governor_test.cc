@@ -228,7 +228,9 @@ TEST_F(GovernorTest, CriticalVersusNormalKnobs) {
     in_.active = Urgency::kCritical;
     const Knobs crit = Step(0, c).knobs;
     EXPECT_EQ(crit.core_class, CoreClass::kPerformance) << c;
-    EXPECT_EQ(crit.precision, WeightPrecision::kW8A16) << c;
+    // W8A16 while cool; W4A8 from the warm band (faster and cooler: the answer in time
+    // first, docs/policy.md).
+    EXPECT_EQ(crit.precision, c < 70.0 ? WeightPrecision::kW8A16 : WeightPrecision::kW4A8) << c;
     in_.active = Urgency::kNormal;
     const Knobs chat = Step(0, c).knobs;
     EXPECT_EQ(chat.core_class, CoreClass::kEfficiency) << c;
@@ -238,7 +240,7 @@ TEST_F(GovernorTest, CriticalVersusNormalKnobs) {
   state_ = {};
   in_.active = Urgency::kCritical;
   const Decision& hot = Step(0, 86.2);
-  EXPECT_NE(Reason().find("CRITICAL -> perf cores x2, W8A16, chunk 32/4"), std::string::npos)
+  EXPECT_NE(Reason().find("CRITICAL -> perf cores x2, W4A8, chunk 32/4"), std::string::npos)
       << Reason();
   EXPECT_EQ(hot.knobs.layer_drop, 0u);
   state_ = {};

@@ -99,7 +99,7 @@ TEST(PolicyTest, ShippedDefaultParsesAndValidates) {
     const Knobs& crit = p.KnobsFor(Urgency::kCritical, b);
     const Knobs& chat = p.KnobsFor(Urgency::kNormal, b);
     EXPECT_EQ(crit.core_class, CoreClass::kPerformance) << b;
-    EXPECT_EQ(crit.precision, b == last ? WeightPrecision::kW4A8 : WeightPrecision::kW8A16) << b;
+    EXPECT_EQ(crit.precision, b == 0 ? WeightPrecision::kW8A16 : WeightPrecision::kW4A8) << b;
     EXPECT_EQ(chat.core_class, CoreClass::kEfficiency) << b;
     EXPECT_EQ(chat.precision, WeightPrecision::kW4A8) << b;
     EXPECT_GT(chat.pause_ms, 0u) << b;

@@ -80,6 +80,9 @@ RunResult RunBusySlots(int park_areas, const CostModel& cost) {
   auto policy = LoadPolicyByName("default");
   EXPECT_TRUE(policy.has_value());
   if (!policy) return res;
+  // Every slot busy: the parking path (the shipped reserve would keep one slot free for
+  // CRITICAL; tests/qos/scheduler_reserve_test.cc covers that path).
+  policy->critical_reserved_slots = 0;
   thermal::ManualClock clock(1000 * kMs);
   Arrival arrival;
   arrival.clock = &clock;
