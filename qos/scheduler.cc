@@ -61,7 +61,7 @@ Scheduler::Scheduler(SchedulerOptions options, thermal::CpuTopology topology)
   cancels_.reserve(cap);
   pending_.reserve(cap);
   deliver_.reserve(cap);
-  reading_.source.reserve(64);
+  inputs_.reading.source.reserve(64);
 }
 
 Scheduler::~Scheduler() { Shutdown("scheduler destroyed"); }
@@ -145,7 +145,8 @@ void Scheduler::Finish(uint64_t id, TerminalStatus status, std::string_view mess
     queue_.Cancel(id);  // no-op when the queue already removed it (eviction, expiry)
   }
   Pending p;
-  p.message.assign(message);
+  p.message_len = std::min(message.size(), p.message.size());
+  std::copy_n(message.data(), p.message_len, p.message.data());
   p.event.id = id;
   p.event.status = status;
   p.event.tokens_generated = r.generated;
@@ -163,7 +164,7 @@ void Scheduler::Deliver() {
     deliver_.swap(pending_);
   }
   for (Pending& p : deliver_) {
-    p.event.message = p.message;
+    p.event.message = std::string_view(p.message.data(), p.message_len);
     sink_.OnTerminal(p.event);
   }
   deliver_.clear();
@@ -192,7 +193,7 @@ StepResult Scheduler::Step() {
   lk.unlock();
   Deliver();
 
-  GovernorInputs in;
+  GovernorInputs& in = FreshInputs();
   ReadInputs(now, in);
 
   lk.lock();
@@ -244,15 +245,22 @@ StepResult Scheduler::Step() {
   return res;
 }
 
+GovernorInputs& Scheduler::FreshInputs() {
+  thermal::Reading reading = std::move(inputs_.reading);  // moves: no allocation
+  inputs_ = GovernorInputs{};
+  inputs_.reading = std::move(reading);
+  return inputs_;
+}
+
 void Scheduler::ReadInputs(int64_t now, GovernorInputs& in) {
-  // Inputs: temperature and memory (outside the lock: sources may do I/O).
+  // Inputs: temperature and memory (outside the lock: sources may do I/O). The reading is
+  // filled in place: its source string keeps its capacity from step to step.
   if (opt_.temperature) {
-    opt_.temperature->ReadInto(reading_);
+    opt_.temperature->ReadInto(in.reading);
   } else {
-    reading_.state = thermal::SensorState::kNoSensor;
-    reading_.time_ns = now;
+    in.reading.state = thermal::SensorState::kNoSensor;
+    in.reading.time_ns = now;
   }
-  in.reading = reading_;  // copies the source string's capacity once it is warm
   if (opt_.memory) {
     if (auto m = opt_.memory()) {
       in.mem_available_bytes = m->available_bytes;

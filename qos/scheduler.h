@@ -308,7 +308,8 @@ class Scheduler {
   };
   struct Pending {  // a terminal decided under the lock, delivered outside it
     TerminalEvent event;
-    std::string message;
+    std::array<char, 256> message{};  // in place (truncated): Finish() does not allocate
+    size_t message_len = 0;
   };
   struct OrderKey {
     int effective_rank;
@@ -358,6 +359,9 @@ class Scheduler {
   // The steps of Step(), in order. Without mu_ held: the temperature and memory readings
   // (and the fallback routing they imply) into `in`.
   void ReadInputs(int64_t now, GovernorInputs& in);
+  // inputs_ reset for a new step, keeping the reading's source string and its capacity (a
+  // sensor label exceeds the small-string buffer: a fresh copy would allocate every step).
+  GovernorInputs& FreshInputs();
   // With mu_ held: records the decision; true when it differs from the last one emitted.
   bool NoteDecision(const Decision& d);
   // With mu_ held: claims the picked request's slot, maps the knobs of its chunk.
@@ -402,7 +406,7 @@ class Scheduler {
   GovernorState gov_state_;
   Decision last_decision_;
   bool decision_emitted_ = false;
-  thermal::Reading reading_;
+  GovernorInputs inputs_;  // this step's; the reading is filled in place (ReadInputs)
   std::array<int64_t, kNumUrgencies> not_before_{};  // pacing, per class rank
   bool park_blocked_ = false;  // a ParkSlot failed: no new try until a turn or park ends
 };

@@ -37,9 +37,26 @@ std::string_view WireKvName(ari_KvType k) {
   }
 }
 
-std::string CpuListText(uint64_t mask) {
-  if (mask == 0) return "-";
-  std::string out;
+namespace {
+
+// Appends printf output at out[*len] (NUL-terminated, truncated at cap - 1).
+template <typename... Args>
+void Put(char* out, size_t cap, size_t* len, const char* fmt, Args... args) {
+  if (*len + 1 >= cap) return;
+  const int n = std::snprintf(out + *len, cap - *len, fmt, args...);
+  if (n > 0) *len = std::min(cap - 1, *len + static_cast<size_t>(n));
+}
+
+}  // namespace
+
+size_t CpuListTextTo(uint64_t mask, char* out, size_t cap) {
+  if (cap == 0) return 0;
+  size_t len = 0;
+  out[0] = '\0';
+  if (mask == 0) {
+    Put(out, cap, &len, "-");
+    return len;
+  }
   for (int c = 0; c < 64;) {
     if (!(mask & (uint64_t{1} << c))) {
       ++c;
@@ -47,41 +64,53 @@ std::string CpuListText(uint64_t mask) {
     }
     int end = c;
     while (end + 1 < 63 && (mask & (uint64_t{1} << (end + 1)))) ++end;
-    if (!out.empty()) out += ',';
-    out += c == 63 ? "63+" : std::to_string(c);
-    if (end > c) {
-      out += '-';
-      out += std::to_string(end);
+    if (len > 0) Put(out, cap, &len, ",");
+    if (c == 63) {
+      Put(out, cap, &len, "63+");
+    } else {
+      Put(out, cap, &len, "%d", c);
     }
+    if (end > c) Put(out, cap, &len, "-%d", end);
     c = end + 1;
   }
-  return out;
+  return len;
 }
 
-std::string ChunkTraceText(const ari_TokenChunk& c) {
-  if (!c.has_trace) return "no trace";
+std::string CpuListText(uint64_t mask) {
+  char buf[kCpuListTextCapacity];
+  return std::string(buf, CpuListTextTo(mask, buf, sizeof buf));
+}
+
+size_t ChunkTraceTextTo(const ari_TokenChunk& c, char* out, size_t cap) {
+  if (cap == 0) return 0;
+  size_t len = 0;
+  out[0] = '\0';
+  if (!c.has_trace) {
+    Put(out, cap, &len, "no trace");
+    return len;
+  }
   const bool reference = dds::RawEnum(c.ran.precision) == ari_PRECISION_REFERENCE;
-  const std::string ran_cpus = CpuListText(c.ran.cpus), decided_cpus = CpuListText(c.decided.cpus);
+  char ran_cpus[kCpuListTextCapacity], decided_cpus[kCpuListTextCapacity];
+  CpuListTextTo(c.ran.cpus, ran_cpus, sizeof ran_cpus);
+  CpuListTextTo(c.decided.cpus, decided_cpus, sizeof decided_cpus);
   // The name functions return literals, so .data() is NUL-terminated.
-  char buf[384];
-  const int n = std::snprintf(
-      buf, sizeof buf,
+  Put(out, cap, &len,
       "ran %s %s x%u (%u seen) cpus %s drop %u KV %s | decided %s isa<=%s x%u cpus %s drop %u "
       "KV %s",
       WirePrecisionName(c.ran.precision).data(), WireIsaName(c.ran.isa).data(), c.ran.threads,
-      c.ran_threads_observed, ran_cpus.c_str(), c.ran.layers_dropped,
-      WireKvName(c.ran.kv_type).data(),
+      c.ran_threads_observed, ran_cpus, c.ran.layers_dropped, WireKvName(c.ran.kv_type).data(),
       reference ? "n/a" : WirePrecisionName(c.decided.precision).data(),
-      WireIsaName(c.decided.isa).data(), c.decided.threads, decided_cpus.c_str(),
-      c.decided.layers_dropped, WireKvName(c.decided.kv_type).data());
-  std::string s(buf, n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
-  if (c.pin_failures > 0) {
-    s += " | PIN FAILURES ";
-    s += std::to_string(c.pin_failures);
-  }
-  if (c.isa_refused) s += " | ISA REFUSED";
-  if (c.on_fallback) s += " | fallback model";
-  return s;
+      WireIsaName(c.decided.isa).data(), c.decided.threads, decided_cpus, c.decided.layers_dropped,
+      WireKvName(c.decided.kv_type).data());
+  if (c.pin_failures > 0) Put(out, cap, &len, " | PIN FAILURES %u", c.pin_failures);
+  if (c.isa_refused) Put(out, cap, &len, " | ISA REFUSED");
+  if (c.on_fallback) Put(out, cap, &len, " | fallback model");
+  return len;
+}
+
+std::string ChunkTraceText(const ari_TokenChunk& c) {
+  char buf[kChunkTraceTextCapacity];
+  return std::string(buf, ChunkTraceTextTo(c, buf, sizeof buf));
 }
 
 }  // namespace ari::component

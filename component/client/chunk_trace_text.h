@@ -2,6 +2,7 @@
 // "What ran"): for ari-cli ask --chunks, the node log and the simulator's records.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,10 +16,17 @@ std::string_view WireIsaName(ari_IsaTier t);          // "scalar", "avx2", "avx5
 std::string_view WireKvName(ari_KvType k);            // "f32", "f16", "int8"
 // "0-3,6" (bit 63 is shown as "63+": any CPU id >= 63); "-" for an empty mask.
 std::string CpuListText(uint64_t mask);
+// The same into out[0..cap) without allocating (NUL-terminated, truncated); its length.
+inline constexpr size_t kCpuListTextCapacity = 192;  // fits any 64-bit mask
+size_t CpuListTextTo(uint64_t mask, char* out, size_t cap);
 // "ran W8A16 avx2 x2 (2 seen) cpus 0-1 drop 0 KV f16 | decided W8A16 isa<=avx512vnni x2
 // cpus 0-1 drop 0 KV f16", plus " | PIN FAILURES n", " | ISA REFUSED", " | fallback
 // model" when they apply; "no trace" without one. When the reference path ran (a plain
 // GGUF), the decided precision is shown as "n/a": the model has no precision to switch.
 std::string ChunkTraceText(const ari_TokenChunk& c);
+// The same into out[0..cap) without allocating (the node's per-chunk log line on the
+// real-time path): NUL-terminated, truncated; returns its length.
+inline constexpr size_t kChunkTraceTextCapacity = 768;
+size_t ChunkTraceTextTo(const ari_TokenChunk& c, char* out, size_t cap);
 
 }  // namespace ari::component

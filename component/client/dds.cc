@@ -296,7 +296,7 @@ Result<Writer> Writer::Create(const Participant& participant, const Topic& topic
 bool Writer::shared_memory() const { return dds_is_shared_memory_available(handle()); }
 bool Writer::loan_available() const { return dds_is_loan_available(handle()); }
 
-bool Writer::TryLoanedWrite(const std::function<void(void*)>& fill, Result<void>* result) {
+bool Writer::TryLoanedWrite(FunctionRef<void(void*)> fill, Result<void>* result) {
   if (!loan_available()) return false;
   void* loan = nullptr;
   const dds_return_t rc = dds_loan_sample(handle(), &loan);
@@ -325,7 +325,7 @@ Result<void> Writer::Write(const void* sample) {
   return {};
 }
 
-Result<void> Writer::WriteInPlace(const std::function<void(void*)>& fill, void* scratch) {
+Result<void> Writer::WriteInPlace(FunctionRef<void(void*)> fill, void* scratch) {
   Result<void> result;
   if (TryLoanedWrite(fill, &result)) return result;
   if (scratch == nullptr) return MakeError(ErrorCode::kInvalidArgument, "WriteInPlace: no scratch");

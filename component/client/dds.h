@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "component/client/error.h"
+#include "component/client/function_ref.h"
 
 namespace ari::component::dds {
 
@@ -200,7 +201,7 @@ class Writer {
   Result<void> Write(const void* sample);
   // Lets `fill` write the sample in place: into the loaned sample (zero copy) or,
   // without loans, into `scratch` (caller-owned, at least the type's size).
-  Result<void> WriteInPlace(const std::function<void(void* sample)>& fill, void* scratch);
+  Result<void> WriteInPlace(FunctionRef<void(void* sample)> fill, void* scratch);
   // Ends the instance identified by the key fields of `key_sample` (frees caches).
   Result<void> Unregister(const void* key_sample);
   Result<uint32_t> MatchedReaders() const;
@@ -210,7 +211,7 @@ class Writer {
 
  private:
   // Writes through a loan when Cyclone offers one; false = no loan, caller copies.
-  bool TryLoanedWrite(const std::function<void(void*)>& fill, Result<void>* result);
+  bool TryLoanedWrite(FunctionRef<void(void*)> fill, Result<void>* result);
   TopicKind kind_ = TopicKind::kRequest;
   std::unique_ptr<std::atomic<uint64_t>> writes_, loaned_;
   Entity entity_;

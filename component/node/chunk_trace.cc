@@ -1,5 +1,7 @@
 #include "component/node/chunk_trace.h"
 
+#include <algorithm>
+
 #include "component/client/chunk_trace_text.h"
 #include "runtime/core/types.h"
 #include "runtime/kernels/cpu_features.h"
@@ -53,6 +55,39 @@ std::string FormatChunkTrace(const qos::ChunkEvent& ev) {
   ari_TokenChunk c{};
   FillChunkTrace(ev, c);
   return ChunkTraceText(c);
+}
+
+size_t FormatChunkTraceTo(const qos::ChunkEvent& ev, char* out, size_t cap) {
+  ari_TokenChunk c{};
+  FillChunkTrace(ev, c);
+  return ChunkTraceTextTo(c, out, cap);
+}
+
+size_t ShownDecisionTo(std::string_view text, bool can_switch_precision, char* out, size_t cap) {
+  if (cap == 0) return 0;
+  size_t len = 0;
+  auto put = [&](std::string_view s) {
+    const size_t n = std::min(s.size(), cap - 1 - len);
+    std::copy_n(s.data(), n, out + len);
+    len += n;
+  };
+  while (!text.empty()) {
+    size_t at = std::string_view::npos, word = 0;
+    if (!can_switch_precision) {
+      for (std::string_view w : {std::string_view("W8A16"), std::string_view("W4A8")}) {
+        if (const size_t p = text.find(w); p < at) {
+          at = p;
+          word = w.size();
+        }
+      }
+    }
+    put(text.substr(0, at));
+    if (at == std::string_view::npos) break;
+    put("fp32 reference");
+    text.remove_prefix(at + word);
+  }
+  out[len] = '\0';
+  return len;
 }
 
 std::string ShownDecision(std::string text, bool can_switch_precision) {

@@ -80,4 +80,9 @@ runtime::Result<runtime::ChunkResult> GuardedRunner::RunChunk(int32_t slot,
   return inner_.RunChunk(slot, knobs);
 }
 
+runtime::Result<void> GuardedRunner::ResumeParked(runtime::ParkId id, int32_t slot) {
+  if (watch_.changed()) return runtime::MakeError(runtime::ErrorCode::kIo, watch_.Check());
+  return inner_.ResumeParked(id, slot);
+}
+
 }  // namespace ari::component

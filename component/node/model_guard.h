@@ -58,7 +58,9 @@ class ModelFileWatch {
   std::string why_;  // guarded by mu_
 };
 
-// Forwards to `inner`, failing StartTurn/RunChunk once the watch reports a change.
+// Forwards to `inner`, failing StartTurn/RunChunk/ResumeParked once the watch reports a
+// change. Slot parking is forwarded too (without it the scheduler could never park a turn
+// in ari-node: ChunkRunner's defaults say kUnsupported).
 class GuardedRunner final : public runtime::ChunkRunner {
  public:
   GuardedRunner(runtime::ChunkRunner& inner, ModelFileWatch& watch)
@@ -68,6 +70,10 @@ class GuardedRunner final : public runtime::ChunkRunner {
   runtime::Result<runtime::ChunkResult> RunChunk(int32_t slot,
                                                  const runtime::ChunkKnobs& knobs) override;
   int32_t MaxLayerDrop() const override { return inner_.MaxLayerDrop(); }
+  int32_t num_park_areas() const override { return inner_.num_park_areas(); }
+  runtime::Result<runtime::ParkId> ParkSlot(int32_t slot) override { return inner_.ParkSlot(slot); }
+  runtime::Result<void> ResumeParked(runtime::ParkId id, int32_t slot) override;
+  void DropParked(runtime::ParkId id) override { inner_.DropParked(id); }
 
  private:
   runtime::ChunkRunner& inner_;

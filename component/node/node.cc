@@ -3,6 +3,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -354,6 +355,8 @@ void Node::OpenMemorySource(const NodeOverrides& ov) {
 }
 
 Result<void> Node::CreateScheduler(int32_t max_prefill_chunk) {
+  decision_text_.reserve(kDecisionTextCapacity);
+  reason_text_.reserve(kReasonTextCapacity);
   qos::SchedulerOptions so;
   so.policy = policy_.get();
   so.engine = guarded_.get();
@@ -447,7 +450,11 @@ Node::~Node() {
 }
 
 void Node::StartScheduler() {
-  sched_thread_ = std::jthread([this](const std::stop_token& st) { scheduler_->Run(st); });
+  sched_thread_ = std::jthread([this](const std::stop_token& st) {
+    // "ari-sched": the real-time path's thread (top -H, perf, tests/component/node_alloc_test).
+    if (prctl(PR_SET_NAME, "ari-sched", 0, 0, 0) != 0) Log("scheduler thread: not named");
+    scheduler_->Run(st);
+  });
 }
 
 void Node::StopScheduler() {

@@ -187,6 +187,9 @@ class Node final : public qos::ChunkSink {
   RecentIds early_cancels_{256};  // cancels that overtook their request
   std::unique_ptr<RateLimiter> rate_;
   uint64_t next_id_ = 1;
+  // Capacity reserved at start (CreateScheduler): OnDecision assigns without allocating.
+  static constexpr size_t kDecisionTextCapacity = 256;
+  static constexpr size_t kReasonTextCapacity = 1024;
   std::string decision_text_ = "idle";
   std::string reason_text_ = "starting";
   std::string model_text_;  // NodeStatus.model: the model new requests go to

@@ -46,7 +46,7 @@ void Node::PublishStatus(ari_NodeState state) {
   s.sessions_total = static_cast<uint32_t>(engine_->num_slots());
   s.memory_available_bytes = memory_available_.load();
   s.tokens_per_s = tokens_per_s_;
-  const std::string pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
+  const std::string_view pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
   dds::CopyFixed(pack, s.pack);
   s.can_switch_precision = engine_->has_pack();
   (void)transport_->PublishStatus(s);

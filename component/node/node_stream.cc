@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "component/client/chunk_trace_text.h"
 #include "component/node/chunk_trace.h"
 #include "component/node/node.h"
 #include "component/node/node_log.h"
@@ -260,8 +261,12 @@ void Node::OnCancel(const ari_Cancel& cancel) {
 }
 
 void Node::OnChunk(const qos::ChunkEvent& ev) {
+  // The scheduler thread, once per chunk: no heap allocation (ids, decision and the log
+  // line are copied into fixed buffers; docs/reliability.md "Allocations on the real-time
+  // path").
   const int64_t now = NowNs();
-  std::string rid, cid;
+  char rid[sizeof(ari_TokenChunk::request_id)], cid[sizeof(ari_TokenChunk::client_id)];
+  char decision[sizeof(ari_TokenChunk::decision)];
   uint32_t seq = 0;
   ari_Timing timing{};
   {
@@ -271,8 +276,9 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
     LiveRequest& lr = it->second;
     if (lr.first_token_ns < 0 && !ev.tokens.empty()) lr.first_token_ns = now;
     lr.tokens += static_cast<uint32_t>(ev.tokens.size());
-    rid = lr.request_id;
-    cid = lr.client_id;
+    dds::CopyFixed(lr.request_id, rid);
+    dds::CopyFixed(lr.client_id, cid);
+    dds::CopyFixed(std::string_view(decision_text_).substr(0, sizeof decision - 1), decision);
     seq = lr.seq;
     if (lr.first_token_ns >= 0) {
       timing.time_to_first_token_us = Us(lr.first_token_ns - lr.admitted_ns);
@@ -282,11 +288,6 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
     timing.tokens_generated = lr.tokens;
   }
   tokens_total_.fetch_add(ev.tokens.size());
-  std::string decision;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    decision = decision_text_;
-  }
   std::string_view text = ev.text;
   size_t tok = 0;
   uint32_t published = 0;
@@ -295,8 +296,8 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
     const size_t ntok = std::min<size_t>(ev.tokens.size() - tok, ari_kChunkMaxTokens);
     (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
       c = ari_TokenChunk{};
-      dds::CopyFixed(rid, c.request_id);
-      dds::CopyFixed(cid, c.client_id);
+      std::memcpy(c.request_id, rid, sizeof c.request_id);
+      std::memcpy(c.client_id, cid, sizeof c.client_id);
       c.sequence_number = seq + published;
       c.terminal = false;
       c.status = ari_STATUS_OK;
@@ -305,48 +306,54 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
       for (size_t i = 0; i < ntok; ++i) c.token_ids[i] = ev.tokens[tok + i];
       c.n_tokens = static_cast<uint32_t>(ntok);
       c.timing = timing;
-      dds::CopyFixed(std::string_view(decision).substr(0, sizeof c.decision - 1), c.decision);
+      std::memcpy(c.decision, decision, sizeof c.decision);
       FillChunkTrace(ev, c);
     });
     text.remove_prefix(cut);
     tok += ntok;
     ++published;
   }
-  Log("chunk %s #%u: %zu tokens, %.2f ms | %s", rid.c_str(), seq, ev.tokens.size(),
-      static_cast<double>(ev.compute_ns) * 1e-6, FormatChunkTrace(ev).c_str());
+  char trace[kChunkTraceTextCapacity];
+  FormatChunkTraceTo(ev, trace, sizeof trace);
+  Log("chunk %s #%u: %zu tokens, %.2f ms | %s", rid, seq, ev.tokens.size(),
+      static_cast<double>(ev.compute_ns) * 1e-6, trace);
   std::lock_guard<std::mutex> l(mu_);
   if (auto it = live_.find(ev.id); it != live_.end()) it->second.seq = seq + published;
 }
 
 void Node::OnTerminal(const qos::TerminalEvent& ev) {
+  // The scheduler thread: no heap allocation for a free-text request (the decision and the
+  // message stay in fixed buffers; a response format's verdict may allocate).
   LiveRequest lr;
-  std::string decision;
+  char decision[sizeof(ari_TokenChunk::decision)];
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = live_.find(ev.id);
     if (it == live_.end()) return;
-    decision = decision_text_;
+    dds::CopyFixed(std::string_view(decision_text_).substr(0, sizeof decision - 1), decision);
     lr = std::move(it->second);
     live_.erase(it);
     by_request_id_.erase(lr.request_id);
   }
   const int64_t now = NowNs();
   ari_Status status = WireStatus(ev.status);
-  std::string message(ev.message);
+  std::string_view message = ev.message;
   if (ev.status == qos::TerminalStatus::kDone && ev.deadline_missed) {
     message = "deadline missed; finished degraded";
   }
   ari_FormatState format = ari_FORMAT_NONE;
+  FormatVerdict fv;
   if (lr.constraint >= 0) {  // the scheduler no longer touches the constraint
-    FormatVerdict fv = JudgeFormat(*structured_->pool().Get(lr.constraint), status, message);
+    fv = JudgeFormat(*structured_->pool().Get(lr.constraint), status, message);
     structured_->pool().Release(lr.constraint);
     format = fv.state;
-    message = std::move(fv.message);
+    message = fv.message;
     if (fv.dead_end) status = ari_STATUS_FAILED;  // docs/interface.md "Structured output"
   }
-  Log("%s %s (%s): %u tokens, %.*s", lr.request_id.c_str(),
-      std::string(qos::TerminalStatusName(ev.status)).c_str(),
-      std::string(qos::UrgencyName(ToQos(lr.urgency))).c_str(), lr.tokens,
+  const std::string_view sname = qos::TerminalStatusName(ev.status);
+  const std::string_view uname = qos::UrgencyName(ToQos(lr.urgency));
+  Log("%s %.*s (%.*s): %u tokens, %.*s", lr.request_id.c_str(), static_cast<int>(sname.size()),
+      sname.data(), static_cast<int>(uname.size()), uname.data(), lr.tokens,
       static_cast<int>(message.size()), message.data());
   (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
@@ -355,9 +362,8 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
     c.sequence_number = lr.seq;
     c.terminal = true;
     c.status = status;
-    dds::CopyFixed(
-        std::string_view(message).substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)),
-        c.message);
+    dds::CopyFixed(message.substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)),
+                   c.message);
     c.timing.queue_wait_us = Us(ev.queue_wait_ns);
     c.timing.time_to_first_token_us = Us(ev.first_token_ns);
     c.timing.tokens_generated = static_cast<uint32_t>(std::max(0, ev.tokens_generated));
@@ -365,26 +371,36 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
       c.timing.tokens_per_s = static_cast<float>(
           (lr.tokens - 1) / (static_cast<double>(now - lr.first_token_ns) * 1e-9));
     }
-    dds::CopyFixed(std::string_view(decision).substr(0, sizeof c.decision - 1), c.decision);
+    std::memcpy(c.decision, decision, sizeof c.decision);
     c.format_state = format;
   });
 }
 
 void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
+  // The scheduler thread: the texts are built in fixed buffers and copied into
+  // decision_text_ / reason_text_, whose capacity is reserved at start (no allocation).
   char knobs[160];
   qos::FormatKnobs(d.knobs, knobs, sizeof knobs);
+  char raw[256];
+  const std::string_view urgency = qos::UrgencyName(d.urgency);
+  if (d.idle) {
+    std::snprintf(raw, sizeof raw, "idle");
+  } else {
+    std::snprintf(raw, sizeof raw, "%.*s: %s", static_cast<int>(urgency.size()), urgency.data(),
+                  knobs);
+  }
   // A plain GGUF has no precision to switch: the text does not claim one.
-  const std::string text = ShownDecision(
-      d.idle ? std::string("idle") : std::string(qos::UrgencyName(d.urgency)) + ": " + knobs,
-      engine_->has_pack());
-  const std::string reason = ShownDecision(std::string(d.Reason()), engine_->has_pack());
+  char text[kDecisionTextCapacity], reason[kReasonTextCapacity];
+  const std::string_view tv(text, ShownDecisionTo(raw, engine_->has_pack(), text, sizeof text));
+  const std::string_view rv(
+      reason, ShownDecisionTo(d.Reason(), engine_->has_pack(), reason, sizeof reason));
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (text == decision_text_ && reason == reason_text_) return;
-    decision_text_ = text;
-    reason_text_ = reason;
+    if (tv == decision_text_ && rv == reason_text_) return;
+    decision_text_.assign(tv);
+    reason_text_.assign(rv);
   }
-  Log("decision %s | %s", text.c_str(), reason.c_str());
+  Log("decision %s | %s", text, reason);
   const ari_NodeState st = [this] {
     std::lock_guard<std::mutex> l(status_mu_);
     return state_;

@@ -206,7 +206,7 @@ Result<void> NodeTransport::Publish(const ari_TokenChunk& chunk) {
   return PublishInPlace([&](ari_TokenChunk& dst) { std::memcpy(&dst, &chunk, sizeof dst); });
 }
 
-Result<void> NodeTransport::PublishInPlace(const std::function<void(ari_TokenChunk&)>& fill) {
+Result<void> NodeTransport::PublishInPlace(FunctionRef<void(ari_TokenChunk&)> fill) {
   ari_TokenChunk key{};
   bool terminal = false;
   std::lock_guard<std::mutex> lock(chunk_mutex_);

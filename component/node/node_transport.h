@@ -15,6 +15,7 @@
 #include "ari.h"
 #include "component/client/dds.h"
 #include "component/client/error.h"
+#include "component/client/function_ref.h"
 
 namespace ari::component {
 
@@ -68,8 +69,9 @@ class NodeTransport {
   // Publishes one chunk (thread-safe). After a terminal chunk the request's instance
   // is unregistered so caches do not grow with the number of requests served.
   Result<void> Publish(const ari_TokenChunk& chunk);
-  // Same, filling the sample in place (zero copy into a loaned sample under shm).
-  Result<void> PublishInPlace(const std::function<void(ari_TokenChunk&)>& fill);
+  // Same, filling the sample in place (zero copy into a loaned sample under shm). `fill`
+  // is called during the call only (a FunctionRef: no heap, whatever the lambda captures).
+  Result<void> PublishInPlace(FunctionRef<void(ari_TokenChunk&)> fill);
   // Publishes the node's state (transient-local: late joiners get the latest one).
   Result<void> PublishStatus(const ari_NodeStatus& status);
 
