@@ -142,6 +142,7 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   const runtime::EngineOptions eo = node->EngineOptionsFromConfig();
   if (auto r = node->LoadModel(ov, eo); !r) return std::unexpected(r.error());
   if (auto r = node->WarmUp(); !r) return std::unexpected(r.error());
+  if (auto r = node->LockMemory(); !r) return std::unexpected(r.error());
   if (auto r = node->InitStructuredOutput(ov); !r) return std::unexpected(r.error());
   if (auto r = node->OpenTemperatureSource(ov); !r) return std::unexpected(r.error());
   node->OpenMemorySource(ov);
@@ -150,6 +151,23 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   node->LogSetup();
   if (auto r = node->GoLive(); !r) return std::unexpected(r.error());
   return node;
+}
+
+Result<void> Node::LockMemory() {
+  const config::MemoryLock mode = config_.memory_lock();
+  if (mode == config::MEMORY_LOCK_OFF) return {};
+  auto locked = engine_->LockMemory();
+  if (locked) {
+    Log("memory_lock: %llu bytes locked (engine arena, park areas, slot buffers)",
+        static_cast<unsigned long long>(*locked));
+    return {};
+  }
+  if (mode == config::MEMORY_LOCK_REQUIRED) {
+    return MakeError(ErrorCode::kConfig,
+                     "memory_lock: MEMORY_LOCK_REQUIRED and " + locked.error().message);
+  }
+  Log("memory_lock: %s; running unlocked (MEMORY_LOCK_TRY)", locked.error().message.c_str());
+  return {};
 }
 
 Result<void> Node::InitLimits(const NodeOverrides& ov) {

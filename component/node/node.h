@@ -118,6 +118,8 @@ class Node final : public qos::ChunkSink {
   // watch, the tokenizer, and the memory ladder's fallback model.
   Result<void> LoadModel(const NodeOverrides& ov, const runtime::EngineOptions& options);
   Result<void> WarmUp();
+  // config memory_lock: mlock the engine's memory (refused: log, or fail when REQUIRED).
+  Result<void> LockMemory();
   // The schema registry, the token trie and the constraint pool (structured_output.h).
   Result<void> InitStructuredOutput(const NodeOverrides& ov);
   Result<void> OpenTemperatureSource(const NodeOverrides& ov);

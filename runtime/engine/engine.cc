@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/core/thread_pool.h"
+#include "runtime/engine/engine_memory.h"
 #include "runtime/engine/engine_park.h"
 #include "runtime/engine/engine_plan.h"
 #include "runtime/engine/fast_forward.h"
@@ -36,6 +37,9 @@ class EngineImpl final : public Engine {
   EngineImpl(const EngineImpl&) = delete;
   EngineImpl& operator=(const EngineImpl&) = delete;
   ~EngineImpl() override {
+    if (engine_internal::UnlockRegions(locked_) != 0) {
+      std::fprintf(stderr, "ari: engine: some locked memory could not be unlocked\n");
+    }
     if (arena_) ::operator delete(arena_, std::align_val_t(align_));
   }
   Result<void> Init(const EngineOptions& o);
@@ -107,6 +111,8 @@ class EngineImpl final : public Engine {
     return parks_.Resume(id, slots_[static_cast<size_t>(slot)]);
   }
   void DropParked(ParkId id) override { parks_.Drop(id); }
+  Result<uint64_t> LockMemory() override;
+  uint64_t locked_bytes() const override { return engine_internal::RegionBytes(locked_); }
 
  private:
   void ApplyKnobs(const ChunkKnobs& k, ChunkResult& r);
@@ -144,6 +150,7 @@ class EngineImpl final : public Engine {
   uint64_t pin_failures_ = 0;                 // sum of ChunkResult::pin_failures
   uint64_t cpu_mask_refusals_ = 0;            // chunks whose cpu_mask the pool refused (any worker)
   uint64_t isa_refusals_ = 0;                 // chunks whose max_isa could not be applied
+  std::vector<engine_internal::MemoryRegion> locked_;  // LockMemory()
 };
 
 Result<void> EngineImpl::Init(const EngineOptions& o) {
@@ -176,14 +183,14 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   plan_.model_file_bytes = model_->file().bytes().size();
   if (auto r = CarveArena(o, layout); !r) return r;
   if (auto r = parks_.Init(*model_, o.park_areas, o.kv_type, ctx_, o.max_chunk, o.max_output,
-                           packed_.has_value());
+                           packed_.has_value(), o.prefault);
       !r) {
     return r;
   }
   if (o.park_areas > 0) {
     plan_.notes.push_back("park areas: " + std::to_string(o.park_areas) + " x " +
-                          std::to_string(parks_.bytes_per_area()) +
-                          " bytes, outside the arena, touched only when a turn is parked");
+                          std::to_string(parks_.bytes_per_area()) + " bytes, outside the arena" +
+                          (o.prefault ? "" : ", touched only when a turn is parked"));
   }
   if (packed_ && PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_)) {
     ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
@@ -232,6 +239,10 @@ Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
 Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a) {
   const ModelConfig& c = model_->config();
   arena_ = static_cast<std::byte*>(::operator new(plan_.total_bytes, std::align_val_t(align_)));
+  if (o.prefault) {
+    engine_internal::Prefault(arena_, plan_.total_bytes);
+    plan_.notes.push_back("arena, park areas and slot text buffers prefaulted at start");
+  }
   std::byte* p = arena_;
   if (packed_) {
     if (auto r = ff_.Init(*model_, *packed_, p, a.ws, o.max_chunk, ctx_, threads_, align_); !r) {
@@ -253,6 +264,10 @@ Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a
     s.sampler = std::make_unique<Sampler>(c.vocab_size, SamplingParams{});
     if (model_->tokenizer()) s.decoder = std::make_unique<StreamDecoder>(*model_->tokenizer());
     s.text.reserve(static_cast<size_t>(o.max_output) * 64 + 256);
+    if (o.prefault) {  // writes every page of the reserved capacity, keeps it
+      s.text.assign(s.text.capacity(), '\0');
+      s.text.clear();
+    }
     if (!packed_) {
       SessionOptions so;
       so.context_length = ctx_;
@@ -267,6 +282,16 @@ Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a
   std::fill(drop_mask_, drop_mask_ + c.n_layers, uint8_t{0});
   if (ref_bytes) plan_.parts.push_back({"reference sessions (own arenas)", ref_bytes});
   return {};
+}
+
+Result<uint64_t> EngineImpl::LockMemory() {
+  if (!locked_.empty()) return locked_bytes();
+  std::vector<engine_internal::MemoryRegion> regions{{arena_, plan_.total_bytes}};
+  parks_.AppendRegions(regions);
+  for (Slot& s : slots_) regions.push_back({s.text.data(), s.text.capacity()});
+  auto r = engine_internal::LockRegions(regions);
+  if (r) locked_ = std::move(regions);
+  return r;
 }
 
 Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {

@@ -66,6 +66,10 @@ struct EngineOptions {
   // Park areas preallocated at Create (ChunkRunner::ParkSlot): each holds one in-progress
   // turn moved out of its slot (KV sized like a slot's, history, output). 0 = no parking.
   int32_t park_areas = 1;
+  // Touch every page of the arena, the park areas and the slots' text buffers at Create,
+  // so no first-touch page fault happens inside the chunk loop (docs/reliability.md,
+  // "Allocations on the real-time path"). Off: pages are backed when first used.
+  bool prefault = true;
 };
 
 // What is applied before a chunk runs (the governor's decision, in runtime terms).
@@ -243,6 +247,14 @@ class Engine : public ChunkRunner {
   // per-token synchronization count of profiles (ari-bench). 0 when not tracked.
   virtual uint64_t PoolDispatches() const { return 0; }
   virtual EngineCounters Counters() const { return {}; }
+  // mlock()s what the chunk loop touches outside the model mapping: the arena, the park
+  // areas and the slots' text buffers (unlocked at destruction). The bytes locked; a
+  // refusal (RLIMIT_MEMLOCK, no CAP_IPC_LOCK) leaves nothing locked and says so, naming the
+  // limit. The mapped weights are not locked (they page per docs/memory.md).
+  virtual Result<uint64_t> LockMemory() {
+    return MakeError(ErrorCode::kUnsupported, "engine: memory locking not supported");
+  }
+  virtual uint64_t locked_bytes() const { return 0; }
 };
 
 }  // namespace ari::runtime

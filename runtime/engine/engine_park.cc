@@ -10,7 +10,7 @@
 namespace ari::runtime::engine_internal {
 
 Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int32_t ctx,
-                             int32_t max_chunk, int32_t max_output, bool packed) {
+                             int32_t max_chunk, int32_t max_output, bool packed, bool prefault) {
   if (areas < 0) return MakeError(ErrorCode::kInvalidArgument, "engine: park_areas < 0");
   model_ = &model;
   const ModelConfig& c = model.config();
@@ -22,8 +22,10 @@ Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int
   area_bytes_ = 2 * half_bytes_ + hist + outb;
   areas_.resize(static_cast<size_t>(areas));
   for (Area& a : areas_) {
-    // Default-initialized bytes: the pages are touched only when a turn is parked.
+    // Default-initialized bytes, written now when prefaulting (a first park, i.e. a CRITICAL
+    // arrival, then takes no page fault); else touched only when a turn is parked.
     a.mem.reset(new std::byte[area_bytes_]);
+    if (prefault) Prefault(a.mem.get(), area_bytes_);
     a.k = a.mem.get();
     a.v = a.k + half_bytes_;
     a.history = reinterpret_cast<TokenId*>(a.v + half_bytes_);
@@ -40,6 +42,10 @@ Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int
     }
   }
   return {};
+}
+
+void ParkStore::AppendRegions(std::vector<MemoryRegion>& out) const {
+  for (const Area& a : areas_) out.push_back({a.mem.get(), area_bytes_});
 }
 
 void ParkStore::CopyRows(const std::byte* from, std::byte* to, int32_t positions, size_t row_bytes,

@@ -1,8 +1,8 @@
 // Private to the engine: the park areas of slot parking (ChunkRunner::ParkSlot). Each area
 // is allocated once at Create (sized for a whole slot of the home KV type: K and V halves,
-// the history and the output tokens; pages touched only when used) and takes a turn's
-// state out of a slot: the KV rows of the positions so far, copied compactly in the slot's
-// current type (F16, F32 or INT8), the history and output tokens, the counters, and, by
+// the history and the output tokens; prefaulted then unless EngineOptions::prefault is off) and
+// takes a turn's state out of a slot: the KV rows of the positions so far, copied compactly in the
+// slot's current type (F16, F32 or INT8), the history and output tokens, the counters, and, by
 // pointer swap (no copy, no allocation), the sampler (RNG, repetition history, constraint),
 // the stream decoder (pending UTF-8 bytes) and, on the reference path, the Session (its fp32
 // KV). Park/Resume perform no heap allocation.
@@ -14,6 +14,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/engine_memory.h"
 #include "runtime/engine/engine_slot.h"
 
 namespace ari::runtime {
@@ -25,8 +26,11 @@ namespace ari::runtime::engine_internal {
 class ParkStore {
  public:
   // `packed`: the KV lives in the slots' views (else in each slot's reference Session).
+  // `prefault`: the areas' pages are written at once (else on the first park).
   Result<void> Init(const Model& model, int32_t areas, KvType home, int32_t ctx, int32_t max_chunk,
-                    int32_t max_output, bool packed);
+                    int32_t max_output, bool packed, bool prefault);
+  // The areas' memory (Engine::LockMemory).
+  void AppendRegions(std::vector<MemoryRegion>& out) const;
   int32_t size() const { return static_cast<int32_t>(areas_.size()); }
   uint64_t bytes_per_area() const { return area_bytes_; }
   bool holds(ParkId id) const {

@@ -130,15 +130,16 @@ class NodeAlloc : public NodeTestBase {
     std::filesystem::create_directories(zone_);
     std::ofstream(zone_ / "type") << "x86_pkg_temp\n";
     SetCelsius(50);
-    // Both slots may hold NORMAL turns (no slot reserved for CRITICAL): a CRITICAL
-    // arrival then parks one.
+    // No slot reserved for CRITICAL: BACKGROUND and NORMAL turns hold both slots, and a
+    // CRITICAL arrival parks one.
     std::ofstream(dir_ / "policy.textproto") << ShortDwells(
         DefaultPolicyWith("critical_reserved_slots: 1", "critical_reserved_slots: 0"));
     std::ofstream(dir_ / "node.textproto")
         << "model_path: \"" << pack.string() << "\"\npolicy_path: \"policy.textproto\"\n"
         << "session_slots: 2\nmax_context: 512\nthreads: 2\nstatus_period_ms: 200\n"
         << "limits { max_max_tokens: 256 }\n"
-        << "sensor { kind: SENSOR_SYSFS sysfs_root: \"" << (dir_ / "thermal").string() << "\" }\n";
+        << "sensor { kind: SENSOR_SYSFS sysfs_root: \"" << (dir_ / "thermal").string() << "\" }\n"
+        << "memory_lock: MEMORY_LOCK_TRY\n";
     auto cfg = component::LoadNodeConfig(dir_ / "node.textproto");
     ASSERT_TRUE(cfg.has_value()) << cfg.error().ToString();
     component::NodeOverrides ov;

@@ -1,0 +1,58 @@
+// Prefaulting and locking the engine's memory; see engine_memory.h.
+#include "runtime/engine/engine_memory.h"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace ari::runtime::engine_internal {
+
+void Prefault(void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return;
+  // memset, not a byte per page: the memory is then in a defined state too, and the kernel
+  // backs every page (writes: no shared zero page left to copy-on-write later).
+  std::memset(p, 0, bytes);
+}
+
+uint64_t RegionBytes(std::span<const MemoryRegion> regions) {
+  uint64_t n = 0;
+  for (const MemoryRegion& r : regions) n += r.bytes;
+  return n;
+}
+
+int UnlockRegions(std::span<const MemoryRegion> regions) {
+  int failed = 0;
+  for (const MemoryRegion& r : regions) {
+    if (r.begin != nullptr && r.bytes > 0 && ::munlock(r.begin, r.bytes) != 0) ++failed;
+  }
+  return failed;
+}
+
+Result<uint64_t> LockRegions(std::span<const MemoryRegion> regions) {
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const MemoryRegion& r = regions[i];
+    if (r.begin == nullptr || r.bytes == 0) continue;
+    if (::mlock(r.begin, r.bytes) == 0) continue;
+    const int err = errno;
+    if (UnlockRegions(regions.first(i)) != 0) errno = err;  // keep mlock's reason
+    rlimit lim{};
+    std::string limit = "unknown";
+    if (::getrlimit(RLIMIT_MEMLOCK, &lim) == 0) {
+      limit = lim.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                            : std::to_string(lim.rlim_cur) + " bytes";
+    }
+    return MakeError(ErrorCode::kOutOfMemory,
+                     "mlock of " + std::to_string(RegionBytes(regions)) +
+                         " bytes (engine arena, park areas, slot buffers) refused: " +
+                         std::strerror(err) + "; RLIMIT_MEMLOCK is " + limit +
+                         " (raise it: LimitMEMLOCK= in the systemd unit, ulimit -l, "
+                         "or grant CAP_IPC_LOCK)");
+  }
+  return RegionBytes(regions);
+}
+
+}  // namespace ari::runtime::engine_internal
