@@ -153,7 +153,7 @@ void Scheduler::Finish(uint64_t id, TerminalStatus status, std::string_view mess
   p.event.deadline_missed = r.deadline_missed;
   p.event.queue_wait_ns = r.first_chunk_ns < 0 ? -1 : r.first_chunk_ns - r.admitted_ns;
   p.event.first_token_ns = r.first_token_ns < 0 ? -1 : r.first_token_ns - r.admitted_ns;
-  pending_.push_back(std::move(p));
+  pending_.push_back(p);
   *it = std::move(live_.back());
   live_.pop_back();
 }

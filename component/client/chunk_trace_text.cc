@@ -1,6 +1,7 @@
 #include "component/client/chunk_trace_text.h"
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 
 #include "component/client/dds.h"
@@ -40,10 +41,13 @@ std::string_view WireKvName(ari_KvType k) {
 namespace {
 
 // Appends printf output at out[*len] (NUL-terminated, truncated at cap - 1).
-template <typename... Args>
-void Put(char* out, size_t cap, size_t* len, const char* fmt, Args... args) {
+__attribute__((format(printf, 4, 5))) void Put(char* out, size_t cap, size_t* len, const char* fmt,
+                                               ...) {
   if (*len + 1 >= cap) return;
-  const int n = std::snprintf(out + *len, cap - *len, fmt, args...);
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(out + *len, cap - *len, fmt, ap);
+  va_end(ap);
   if (n > 0) *len = std::min(cap - 1, *len + static_cast<size_t>(n));
 }
 

@@ -18,10 +18,15 @@ class FunctionRef;
 template <typename R, typename... Args>
 class FunctionRef<R(Args...)> {
  public:
+  // Implicit, so a lambda converts where a FunctionRef is expected. The constraint keeps
+  // copies of a FunctionRef on the copy constructor; a const callable is called as const
+  // (the cast only erases the type: call_ restores the callable's own constness).
   template <typename F>
     requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> &&
              std::is_invocable_r_v<R, F&, Args...>)
-  FunctionRef(F&& f) noexcept  // NOLINT(google-explicit-constructor): used like a lambda
+  // NOLINTNEXTLINE(google-explicit-constructor,bugprone-forwarding-reference-overload)
+  FunctionRef(F&& f) noexcept
+      // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
       : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
         call_([](void* object, Args... args) -> R {
           return std::invoke(*static_cast<std::remove_reference_t<F>*>(object),

@@ -27,7 +27,7 @@ pid_t StartLowMemlockNode(const std::filesystem::path& config, const std::filesy
       dup2(fileno(f), 1);
       dup2(fileno(f), 2);
     }
-    const rlimit low{64 * 1024, 64 * 1024};
+    const rlimit low{rlim_t{64} * 1024, rlim_t{64} * 1024};
     if (setrlimit(RLIMIT_MEMLOCK, &low) != 0) _exit(125);
     // Without CAP_SETPCAP (not root) this fails and the limit alone refuses the lock.
     if (prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK, 0, 0, 0) != 0 && getuid() == 0) _exit(126);

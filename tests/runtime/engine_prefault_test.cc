@@ -42,7 +42,7 @@ std::unique_ptr<Engine> Make(bool prefault) {
 long ThreadMinorFaults() {
   rusage ru{};
   if (getrusage(RUSAGE_THREAD, &ru) != 0) return -1;
-  return ru.ru_minflt;
+  return ru.ru_minflt;  // NOLINT(cppcoreguidelines-pro-type-union-access): glibc's layout
 }
 
 void StartTurn(Engine& e, int32_t slot) {
@@ -143,7 +143,7 @@ TEST(EnginePrefault, LockRefusedByRlimitSaysSo) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     close(fds[0]);
-    const rlimit low{64 * 1024, 64 * 1024};
+    const rlimit low{rlim_t{64} * 1024, rlim_t{64} * 1024};
     if (!DropIpcLock() || setrlimit(RLIMIT_MEMLOCK, &low) != 0) _exit(3);
     auto e = Make(true);
     if (!e) _exit(4);
@@ -156,7 +156,8 @@ TEST(EnginePrefault, LockRefusedByRlimitSaysSo) {
   close(fds[1]);
   std::string msg;
   char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
+  for (ssize_t n = 0; (n = read(fds[0], buf, sizeof buf)) > 0;)
+    msg.append(buf, static_cast<size_t>(n));
   close(fds[0]);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
