@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "qos/scheduler_live.h"
+#include "runtime/core/utf8.h"
 
 namespace ari::qos {
 
@@ -145,7 +146,7 @@ void Scheduler::Finish(uint64_t id, TerminalStatus status, std::string_view mess
     queue_.Cancel(id);  // no-op when the queue already removed it (eviction, expiry)
   }
   Pending p;
-  p.message_len = std::min(message.size(), p.message.size());
+  p.message_len = runtime::Utf8Prefix(message, p.message.size());  // whole characters
   std::copy_n(message.data(), p.message_len, p.message.data());
   p.event.id = id;
   p.event.status = status;

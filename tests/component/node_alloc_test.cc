@@ -348,7 +348,9 @@ TEST_F(NodeAlloc, ZeroAllocationsPerChunkThroughPreemptionAndBandChange) {
   // Prefaulted arena and park areas (tests/runtime/engine_prefault_test.cc: 0 on a first
   // slot use): what is left here is the DDS library's heap churn on the scheduler thread
   // (~10 with the remote reader, ~0 without).
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's shadow and quarantine fault on their own
   EXPECT_LE(r.minor_faults, 32);
+#endif
 }
 
 }  // namespace
