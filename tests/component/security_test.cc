@@ -19,73 +19,12 @@
 #include <sstream>
 
 #include "component/node/identity.h"
-#include "tests/component/node_test_util.h"
+#include "tests/component/security_util.h"
 
 namespace ari::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string Hex(std::span<const uint8_t> b) {
-  std::string s;
-  char buf[3];
-  for (uint8_t x : b) {
-    std::snprintf(buf, sizeof buf, "%02x", x);
-    s += buf;
-  }
-  return s;
-}
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs argv with stdout+stderr to `log`; the exit code (128+signal, -1 on exec failure).
-int RunProcess(const std::vector<std::string>& argv, const std::filesystem::path& log) {
-  std::vector<std::string> strings = argv;  // execv wants char* const[]
-  std::vector<char*> args;
-  args.reserve(strings.size() + 1);
-  for (auto& a : strings) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::filesystem::path CliBinary() { return NodeBinary().parent_path() / "ari-cli"; }
-
-bool SecurityAvailable(std::string* why) {
-  if (RunProcess({"/bin/sh", "-c", "command -v openssl"}, "/dev/null") != 0) {
-    *why = "openssl not installed";
-    return false;
-  }
-  return true;
-}
-
-// gen.sh into dir; false (with the log in *why) when it fails (e.g. no plugins).
-bool Generate(const std::filesystem::path& dir, std::string* why) {
-  const auto log = dir / "gen.log";
-  const int rc =
-      RunProcess({(SourceDir() / "scripts" / "security" / "gen.sh").string(), dir.string(),
-                  "--client", "app-crit", "--client", "app-plain", "--reader", "app-reader"},
-                 log);
-  if (rc != 0) *why = "gen.sh exit " + std::to_string(rc) + ": " + ReadFile(log);
-  return rc == 0;
-}
 
 TEST(Identity, Sha256KnownAnswers) {
   auto h = [](std::string_view s) {
@@ -110,8 +49,8 @@ TEST(Identity, MalformedCertificatesAreErrorsNotCrashes) {
   EXPECT_FALSE(component::CertificateSubjectDer(kNested).has_value());
   // Every truncation of a real certificate fails cleanly.
   const auto dir = TempDir("identity_trunc");
-  std::string why;
-  if (!SecurityAvailable(&why) || !Generate(dir, &why)) GTEST_SKIP() << why;
+  ARI_REQUIRE_SECURITY_TOOLS();
+  ASSERT_TRUE(Generate(dir));
   auto der = component::PemCertificateToDer(ReadFile(dir / "app-crit.pem"));
   ASSERT_TRUE(der.has_value());
   ASSERT_TRUE(component::CertificateSubjectDer(*der).has_value());
@@ -126,8 +65,8 @@ TEST(Identity, MalformedCertificatesAreErrorsNotCrashes) {
 
 TEST(Identity, GuidPrefixEqualsTheGuidCycloneGivesTheAuthenticatedParticipant) {
   const auto dir = TempDir("identity_guid");
-  std::string why;
-  if (!SecurityAvailable(&why) || !Generate(dir, &why)) GTEST_SKIP() << why;
+  ARI_REQUIRE_SECURITY_TOOLS();
+  ASSERT_TRUE(Generate(dir));
   auto prefix = component::GuidPrefixForCertificateFile(dir / "app-crit.pem");
   ASSERT_TRUE(prefix.has_value()) << prefix.error().ToString();
   auto other = component::GuidPrefixForCertificateFile(dir / "app-plain.pem");
@@ -174,8 +113,8 @@ class Secure : public ::testing::Test {
     dir_ = TempDir("security");
     model_ = Stories260K(dir_);
     if (model_.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
-    std::string why;
-    if (!SecurityAvailable(&why) || !Generate(dir_, &why)) GTEST_SKIP() << why;
+    ARI_REQUIRE_SECURITY_TOOLS();
+    ASSERT_TRUE(Generate(dir_));
     std::ofstream(dir_ / "policy.textproto") << DefaultPolicyWith();
     std::ofstream cfg(dir_ / "node.textproto");
     cfg << "model_path: \"" << model_.string() << "\"\n"
