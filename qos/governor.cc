@@ -77,11 +77,10 @@ void DecideFault(const Policy& p, const GovernorState& s, const GovernorInputs& 
     r.Appendf(" (%.*s)", static_cast<int>(in.reading.source.size()), in.reading.source.data());
   }
   if (s.initialized) {
-    r.Appendf(", band %s kept from the last good reading",
-              p.thermal_bands[s.thermal_band].name.c_str());
+    r.Appendf(", band %s kept", p.thermal_bands[s.thermal_band].name.c_str());
   }
   if (floor >= 0) {
-    r.Appendf(", at least as throttled as band %s", p.thermal_bands[floor].name.c_str());
+    r.Appendf("; at least as throttled as band %s", p.thermal_bands[floor].name.c_str());
   }
 }
 
