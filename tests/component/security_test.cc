@@ -7,7 +7,9 @@
 //   - an authorized client is served (CRITICAL too, when its identity may);
 //   - a client without CRITICAL rights gets FORBIDDEN for CRITICAL, is served otherwise;
 //   - an unauthenticated participant (plain loopback config) never discovers the node;
-//   - an authenticated app without publish rights cannot even create the request topic.
+//   - an authenticated app without publish rights cannot even create the request topic;
+//   - only a --critical-client identity may create a Request writer in partition
+//     ari-critical (the DDS half of the CRITICAL right, docs/deployment.md "Security").
 // Plus the identity mapping itself: SHA-256 vectors, DER walking on bad input, and the
 // GUID prefix computed from a certificate equals the GUID Cyclone gives a participant
 // authenticated with it.
@@ -18,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "component/client/dds.h"
 #include "component/node/identity.h"
 #include "tests/component/security_util.h"
 
@@ -104,6 +107,53 @@ TEST(Identity, GuidPrefixEqualsTheGuidCycloneGivesTheAuthenticatedParticipant) {
   EXPECT_TRUE(component::GuidHasPrefix(guid, *prefix))
       << "guid " << Hex(guid) << " prefix " << Hex(*prefix);
   EXPECT_FALSE(component::GuidHasPrefix(guid, *other));
+  std::filesystem::remove_all(dir);
+}
+
+// In a forked child: as identity `who`, create a Request writer in DDS partition
+// `partition` ("" = default). 0 = created, 1 = NOT_ALLOWED_BY_SECURITY (for the topic or
+// the writer), 2 = other error.
+int CreateRequestWriter(const std::filesystem::path& dir, const std::string& who,
+                        const std::string& partition) {
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    namespace dds = component::dds;
+    const std::string uri = "file://" + (dir / ("cyclonedds-" + who + ".xml")).string();
+    const auto id = static_cast<dds_domainid_t>(TestDomainId());
+    const dds_entity_t d = dds_create_domain(id, uri.c_str());
+    const dds_entity_t pp = d > 0 ? dds_create_participant(id, nullptr, nullptr) : -1;
+    if (pp < 0) _exit(2);
+    const dds_entity_t topic =
+        dds_create_topic(pp, dds::TopicDescriptor(dds::TopicKind::kRequest),
+                         dds::TopicQos(dds::TopicKind::kRequest).name, nullptr, nullptr);
+    dds_qos_t* q = dds_create_qos();
+    const char* parts[] = {partition.c_str()};
+    if (!partition.empty()) dds_qset_partition(q, 1, parts);
+    const dds_entity_t pub = dds_create_publisher(pp, q, nullptr);
+    dds_delete_qos(q);
+    dds_entity_t w = topic < 0 ? topic : pub;  // no publish right at all: the topic fails
+    if (topic > 0 && pub > 0) w = dds_create_writer(pub, topic, nullptr, nullptr);
+    dds_delete(d);
+    _exit(w > 0 ? 0 : w == DDS_RETCODE_NOT_ALLOWED_BY_SECURITY ? 1 : 2);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The CRITICAL right as DDS access control can carry it (docs/deployment.md "Security"):
+// only a --critical-client's permissions allow Request writers in partition ari-critical;
+// Cyclone refuses the writer to everyone else, whatever the application does.
+TEST(CriticalPartition, OnlyGrantedIdentitiesMayPublishInIt) {
+  const auto dir = TempDir("critical_partition");
+  ARI_REQUIRE_SECURITY_TOOLS();
+  ASSERT_TRUE(Generate(dir));
+  EXPECT_EQ(CreateRequestWriter(dir, "app-crit", "ari-critical"), 0);
+  EXPECT_EQ(CreateRequestWriter(dir, "app-crit", ""), 0);
+  EXPECT_EQ(CreateRequestWriter(dir, "app-plain", "ari-critical"), 1);
+  EXPECT_EQ(CreateRequestWriter(dir, "app-plain", ""), 0);
+  EXPECT_EQ(CreateRequestWriter(dir, "app-reader", ""), 1);
   std::filesystem::remove_all(dir);
 }
 

@@ -91,8 +91,8 @@ inline bool SecuritySkipAllowed() {
 // gen.sh into dir with the given identities (--client/--reader/--node arguments).
 inline ::testing::AssertionResult Generate(const std::filesystem::path& dir,
                                            const std::vector<std::string>& identities = {
-                                               "--client", "app-crit", "--client", "app-plain",
-                                               "--reader", "app-reader"}) {
+                                               "--critical-client", "app-crit", "--client",
+                                               "app-plain", "--reader", "app-reader"}) {
   const auto log = dir / "gen.log";
   std::vector<std::string> argv = {(SourceDir() / "scripts" / "security" / "gen.sh").string(),
                                    dir.string()};
