@@ -20,6 +20,10 @@ export ARI_MODELS_DIR="$MODELS_DIR"
 PACKAGES=(
   cmake g++ make ccache pkg-config        # toolchain; ccache keeps rebuilds cheap
   cyclonedds-dev cyclonedds-tools         # DDS (C API) and idlc
+  libddsc0debian openssl                  # DDS Security: Cyclone's auth/access/crypto plugins, and
+                                          # the CA, certificates and signed documents the security
+                                          # tests make (scripts/security/gen.sh); those tests fail,
+                                          # not skip, without them (tests/component/security_util.h)
   iceoryx libiceoryx-posh-dev             # shared memory transport (iox-roudi)
   libprotobuf-dev protobuf-compiler       # policy, config, drive logs
   libsensors-dev                          # temperature via lm-sensors

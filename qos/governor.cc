@@ -31,6 +31,59 @@ int64_t ElapsedMs(int64_t since_ns, int64_t now_ns) {
 
 uint64_t Mb(uint64_t bytes) { return bytes / kMiB; }
 
+// Fault floor bookkeeping on an OK reading: the band now in force and the band the
+// reading itself lies in (higher while a dwell holds the way up) are seen now.
+void RecordSeen(const Policy& p, double t, int64_t now_ns, GovernorState* next) {
+  const int n = std::min(static_cast<int>(p.thermal_bands.size()), kMaxThermalBands);
+  int lies = 0;
+  while (lies + 1 < n && t >= p.thermal_bands[lies + 1].enter_c) ++lies;
+  for (int b : {next->thermal_band, lies}) {
+    if (b < 0 || b >= n) continue;
+    next->band_seen_mask |= uint32_t{1} << b;
+    next->band_seen_ns[b] = now_ns;
+  }
+  next->fault_floor_band = -1;
+}
+
+// The fault floor at the start of a fault: the band in force (kept from the last good
+// reading), raised to the hottest band seen within policy.fault_window_ms before now.
+// -1 when there never was a good reading.
+int FaultFloor(const Policy& p, const GovernorState& s, int64_t now_ns) {
+  if (!s.initialized) return -1;
+  const int n = std::min(static_cast<int>(p.thermal_bands.size()), kMaxThermalBands);
+  int floor = s.thermal_band;
+  for (int b = n - 1; b > floor; --b) {
+    if ((s.band_seen_mask & (uint32_t{1} << b)) != 0 &&
+        ElapsedMs(s.band_seen_ns[b], now_ns) <= p.fault_window_ms) {
+      floor = b;
+      break;
+    }
+  }
+  return floor;
+}
+
+// Sensor not OK: conservative mode with the fault floor latched at the fault's first
+// decision (kept while the fault lasts); the band state is kept for the recovery.
+void DecideFault(const Policy& p, const GovernorState& s, const GovernorInputs& in,
+                 GovernorState* next, Decision* d) {
+  ReasonText& r = d->reason;
+  const int floor = s.conservative ? s.fault_floor_band : FaultFloor(p, s, in.now_ns);
+  next->conservative = true;
+  next->fault_floor_band = floor;
+  d->conservative = true;
+  d->fault_floor_band = floor;
+  r.Appendf("CONSERVATIVE: sensor %s", in.reading.ok() ? "invalid" : SensorFault(in.reading.state));
+  if (!in.reading.source.empty()) {
+    r.Appendf(" (%.*s)", static_cast<int>(in.reading.source.size()), in.reading.source.data());
+  }
+  if (s.initialized) {
+    r.Appendf(", band %s kept", p.thermal_bands[s.thermal_band].name.c_str());
+  }
+  if (floor >= 0) {
+    r.Appendf("; at least as throttled as band %s", p.thermal_bands[floor].name.c_str());
+  }
+}
+
 // Thermal part: updates state/decision, writes "band ..." into the reason.
 void DecideThermal(const Policy& p, const GovernorState& s, const GovernorInputs& in,
                    GovernorState* next, Decision* d) {
@@ -39,17 +92,7 @@ void DecideThermal(const Policy& p, const GovernorState& s, const GovernorInputs
   const double t = in.reading.celsius;
   d->thermal_band = s.thermal_band;
   if (!in.reading.ok() || !std::isfinite(t)) {
-    next->conservative = true;
-    d->conservative = true;
-    r.Appendf("CONSERVATIVE: sensor %s",
-              in.reading.ok() ? "invalid" : SensorFault(in.reading.state));
-    if (!in.reading.source.empty()) {
-      r.Appendf(" (%.*s)", static_cast<int>(in.reading.source.size()), in.reading.source.data());
-    }
-    if (s.initialized) {
-      r.Appendf(", band %s kept from the last good reading",
-                p.thermal_bands[s.thermal_band].name.c_str());
-    }
+    DecideFault(p, s, in, next, d);
     return;
   }
   next->conservative = false;
@@ -63,6 +106,7 @@ void DecideThermal(const Policy& p, const GovernorState& s, const GovernorInputs
     d->thermal_band = band;
     d->thermal_changed = true;
     r.Appendf("band %s (%.1f C, first reading)", p.thermal_bands[band].name.c_str(), t);
+    RecordSeen(p, t, in.now_ns, next);
     return;
   }
   const int cur = s.thermal_band;
@@ -107,6 +151,7 @@ void DecideThermal(const Policy& p, const GovernorState& s, const GovernorInputs
     d->thermal_changed = true;
   }
   d->thermal_band = next->thermal_band;
+  RecordSeen(p, t, in.now_ns, next);
 }
 
 bool MemEnter(const MemoryBand& b, uint64_t avail, const std::optional<double>& psi) {
@@ -217,12 +262,14 @@ GovernorOutput Decide(const Policy& policy, const GovernorState& state, const Go
   const bool usable = n > 0 && policy.knobs.size() >= static_cast<size_t>(n);
   GovernorState s = state;
   s.thermal_band = usable ? std::clamp(s.thermal_band, 0, n - 1) : 0;
+  s.fault_floor_band = usable ? std::clamp(s.fault_floor_band, -1, n - 1) : -1;
 
   if (usable) {
     DecideThermal(policy, s, in, &out.state, &d);
   } else {  // not a loader-made policy: be safe rather than index out of range
     d.conservative = true;
     out.state.conservative = true;
+    out.state.fault_floor_band = -1;
     d.reason.Append("CONSERVATIVE: policy has no thermal band table");
   }
   DecideMemory(policy, s, in, &out.state, &d);
@@ -241,8 +288,14 @@ GovernorOutput Decide(const Policy& policy, const GovernorState& state, const Go
       }
     }
   }
-  d.knobs = d.conservative ? policy.conservative[Rank(d.urgency)]
-                           : policy.KnobsFor(d.urgency, static_cast<size_t>(d.thermal_band));
+  if (!d.conservative) {
+    d.knobs = policy.KnobsFor(d.urgency, static_cast<size_t>(d.thermal_band));
+  } else if (d.fault_floor_band >= 0) {  // monotone: never less throttled than the floor
+    d.knobs = MoreThrottled(policy.conservative[Rank(d.urgency)],
+                            policy.KnobsFor(d.urgency, static_cast<size_t>(d.fault_floor_band)));
+  } else {
+    d.knobs = policy.conservative[Rank(d.urgency)];
+  }
   if (d.memory.kv_int8) d.knobs.kv_precision = KvPrecision::kInt8;
 
   char knobs[192];

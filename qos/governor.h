@@ -7,8 +7,12 @@
 //    once if T is high enough); going down, leave band i when T < exit_c[i], one
 //    band per decision. Every change waits until the current band has been held
 //    min_dwell_ms, except entering the last (hottest) band, which is immediate.
-//  - Sensor not OK (absent, vanished, stale, invalid): conservative mode, i.e. the
-//    policy's conservative knobs; the band state is kept and resumes on recovery.
+//  - Sensor not OK (absent, vanished, stale, invalid): conservative mode. Per
+//    class and per knob the more throttled (MoreThrottled) of the policy's
+//    conservative knobs and the knobs of the fault floor: the hottest band in
+//    force or read within policy.fault_window_ms before the fault, latched at the
+//    fault's first decision for the whole fault, so a fault never runs less
+//    throttled than the node was. The band state is kept and resumes on recovery.
 //  - Memory ladder on top: deeper bands apply at once; relaxing goes one band per
 //    decision after the band's min_dwell_ms. Actions accumulate down the ladder.
 //    An unknown MemAvailable keeps the current memory band.
@@ -34,6 +38,11 @@ struct GovernorState {
   bool conservative = false;  // the last decision was made in conservative mode
   int memory_band = -1;       // index into Policy::memory_bands, -1 = none
   int64_t memory_since_ns = 0;
+  // Bands seen on OK readings (in force, or where the reading itself lies): bit b
+  // set = band b seen, last at band_seen_ns[b]. Feeds the fault floor.
+  uint32_t band_seen_mask = 0;
+  std::array<int64_t, kMaxThermalBands> band_seen_ns{};
+  int fault_floor_band = -1;  // latched while conservative; -1 = none (never an OK reading)
 
   bool operator==(const GovernorState&) const = default;
 };
@@ -67,6 +76,7 @@ struct Decision {
   Knobs knobs;                         // after the memory ladder
   int thermal_band = 0;                // band in force (kept during conservative mode)
   bool conservative = false;           // sensor not OK: knobs from policy.conservative
+  int fault_floor_band = -1;           // conservative: band whose knobs bound the knobs
   int memory_band = -1;                // -1 = no memory pressure
   MemoryActions memory;                // accumulated ladder actions in force
   bool thermal_changed = false;        // band changed in this decision

@@ -6,6 +6,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -128,6 +129,9 @@ Result<Policy> Convert(const pb::Policy& p, const TextFormat::ParseInfoTree* tre
   for (const auto& k : p.conservative().knobs()) {
     out.conservative[Rank(FromPb(k.urgency()))] = FromPb(k.knobs());
   }
+  if (p.conservative().has_fault_window_ms()) {
+    out.fault_window_ms = p.conservative().fault_window_ms();
+  }
   return out;
 }
 
@@ -183,6 +187,65 @@ int FormatKnobs(const Knobs& k, char* buf, size_t size) {
       CoreClassName(k.core_class).data(), k.threads, PrecisionName(k.precision).data(),
       k.prefill_chunk, k.decode_tokens_per_chunk, k.pause_ms, IsaTierName(k.isa).data(),
       k.layer_drop, KvPrecisionName(k.kv_precision).data());
+}
+
+namespace {
+
+// Throttle rank of a core class, higher = more throttled. kAny lets the threads
+// run on every core, performance ones included, so it restricts nothing: rank 0.
+// kPerformance keeps them on the performance cores (rank 1); kEfficiency on the
+// slower, cooler efficiency cores only (rank 2).
+int CoreThrottleRank(CoreClass c) {
+  switch (c) {
+    case CoreClass::kAny: return 0;
+    case CoreClass::kPerformance: return 1;
+    case CoreClass::kEfficiency: return 2;
+  }
+  return 2;
+}
+
+bool IsX86Isa(IsaTier t) { return t == IsaTier::kAvx512 || t == IsaTier::kAvx2; }
+bool IsArmIsa(IsaTier t) { return t == IsaTier::kNeonDotprod || t == IsaTier::kNeon; }
+
+// The lower ISA cap. IsaTier lists each family from the widest down (best,
+// avx512, avx2 | neon_dotprod, neon | scalar), so within one family (or against
+// best / scalar) the later value is the lower cap. An x86 cap against an ARM cap
+// has no common order and the engine refuses the other family's tier: scalar,
+// the only cap at most as high as both on any CPU.
+IsaTier LowerIsaCap(IsaTier a, IsaTier b) {
+  if ((IsX86Isa(a) && IsArmIsa(b)) || (IsArmIsa(a) && IsX86Isa(b))) return IsaTier::kScalar;
+  return static_cast<IsaTier>(std::max(static_cast<int>(a), static_cast<int>(b)));
+}
+
+}  // namespace
+
+// "More throttled" per knob, the one definition (docs/policy.md "Monotone
+// degradation"); each field independently, so the result may equal neither input:
+//   core_class     efficiency > performance > any (CoreThrottleRank)
+//   threads        fewer
+//   precision      W4A8 > W8A16 (4-bit weights: less memory traffic, less heat)
+//   prefill_chunk, decode_tokens_per_chunk   smaller (shorter bursts)
+//   pause_ms       longer
+//   isa            the lower cap (LowerIsaCap)
+//   layer_drop     more layers dropped
+//   kv_precision   int8 > fp16
+Knobs MoreThrottled(const Knobs& a, const Knobs& b) {
+  Knobs k;
+  k.core_class = CoreThrottleRank(a.core_class) >= CoreThrottleRank(b.core_class) ? a.core_class
+                                                                                  : b.core_class;
+  k.threads = std::min(a.threads, b.threads);
+  k.precision = a.precision == WeightPrecision::kW4A8 || b.precision == WeightPrecision::kW4A8
+                    ? WeightPrecision::kW4A8
+                    : WeightPrecision::kW8A16;
+  k.prefill_chunk = std::min(a.prefill_chunk, b.prefill_chunk);
+  k.decode_tokens_per_chunk = std::min(a.decode_tokens_per_chunk, b.decode_tokens_per_chunk);
+  k.pause_ms = std::max(a.pause_ms, b.pause_ms);
+  k.isa = LowerIsaCap(a.isa, b.isa);
+  k.layer_drop = std::max(a.layer_drop, b.layer_drop);
+  k.kv_precision = a.kv_precision == KvPrecision::kInt8 || b.kv_precision == KvPrecision::kInt8
+                       ? KvPrecision::kInt8
+                       : KvPrecision::kFp16;
+  return k;
 }
 
 std::string KnobsToString(const Knobs& k) {
@@ -284,6 +347,9 @@ void PolicyToProto(const Policy& policy, pb::Policy* proto) {
     auto* k = proto->mutable_conservative()->add_knobs();
     k->set_urgency(ToPb(u));
     ToPb(policy.conservative[Rank(u)], k->mutable_knobs());
+  }
+  if (policy.fault_window_ms != kDefaultFaultWindowMs) {
+    proto->mutable_conservative()->set_fault_window_ms(policy.fault_window_ms);
   }
 }
 

@@ -91,6 +91,10 @@ struct MemoryBand {
   MemoryActions actions;
 };
 
+inline constexpr int64_t kDefaultFaultWindowMs = 60000;
+// Thermal bands a policy may have (the governor keeps a fixed per-band table).
+inline constexpr int kMaxThermalBands = 16;
+
 struct Policy {
   std::string name;
   std::array<ClassConfig, kNumUrgencies> classes{};
@@ -102,12 +106,22 @@ struct Policy {
   std::array<Knobs, kNumUrgencies> conservative{};  // sensor not OK
   // Slots a non-CRITICAL turn must leave free for CRITICAL (capped at slots - 1).
   uint32_t critical_reserved_slots = 0;
+  // A fault never runs less throttled than the hottest band seen in this window
+  // before it (ConservativeMode.fault_window_ms; docs/policy.md).
+  int64_t fault_window_ms = kDefaultFaultWindowMs;
 
   const ClassConfig& Class(Urgency u) const { return classes[Rank(u)]; }
   const Knobs& KnobsFor(Urgency u, size_t band) const { return knobs[band][Rank(u)]; }
   // Index of the thermal band with this name, or -1.
   int ThermalBandIndex(std::string_view band_name) const;
 };
+
+// Per knob, the more throttled of a and b (pure; docs/policy.md "Monotone
+// degradation"; the per-field rules are at the definition in policy.cc): core
+// class efficiency > performance > any, fewer threads, W4A8 > W8A16, smaller
+// prefill and decode chunks, longer pause, the lower ISA cap (an x86 cap against
+// an ARM one: scalar), more layer drop, KV int8 > fp16.
+Knobs MoreThrottled(const Knobs& a, const Knobs& b);
 
 // One line per knob set, e.g. "perf x2, W8A16, chunk 64/8, pause 0 ms, isa best,
 // drop 0, KV fp16".

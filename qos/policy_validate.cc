@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include "qos/policy.h"
+
 namespace ari::qos::internal {
 namespace {
 
@@ -181,6 +183,11 @@ class Validator {
       Fail(root, "thermal_bands", "at least one band is required");
       return;
     }
+    if (p.thermal_bands_size() > kMaxThermalBands) {
+      Fail(root, "thermal_bands",
+           std::to_string(p.thermal_bands_size()) + " bands, at most " +
+               std::to_string(kMaxThermalBands));
+    }
     for (int i = 0; i < p.thermal_bands_size(); ++i) {
       const Node n = Child(root, "thermal_bands", i);
       const auto& b = p.thermal_bands(i);
@@ -309,6 +316,16 @@ class Validator {
       return;
     }
     const Node c = Child(root, "conservative", -1);
+    if (p.conservative().has_fault_window_ms()) {
+      const int64_t w = p.conservative().fault_window_ms();
+      if (w < 0) {
+        Fail(c, "fault_window_ms",
+             std::to_string(w) + " is negative (0 = only the band in force at the fault)");
+      } else if (w > kMaxFaultWindowMs) {
+        Fail(c, "fault_window_ms",
+             std::to_string(w) + " is above the maximum " + std::to_string(kMaxFaultWindowMs));
+      }
+    }
     std::array<int, 5> seen{};
     for (int i = 0; i < p.conservative().knobs_size(); ++i) {
       const Node n = Child(c, "knobs", i);

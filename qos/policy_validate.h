@@ -19,6 +19,7 @@ inline constexpr uint32_t kMaxDecodeTokens = 4096;
 inline constexpr uint32_t kMaxPauseMs = 60000;
 inline constexpr uint32_t kMaxLayerDrop = 255;
 inline constexpr int32_t kMaxDwellMs = 600000;
+inline constexpr int64_t kMaxFaultWindowMs = 3600000;
 inline constexpr double kMinCelsius = -40.0;
 inline constexpr double kMaxCelsius = 150.0;
 

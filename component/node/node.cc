@@ -17,6 +17,7 @@
 
 #include "component/node/env_replay.h"
 #include "component/node/node_log.h"
+#include "component/node/security_check.h"
 #include "runtime/model/model.h"
 #include "runtime/model/pack_cache.h"
 #include "thermal/clock.h"
@@ -417,6 +418,12 @@ Result<void> Node::OpenTransport(const NodeOverrides& ov) {
     topt.liveliness_lease = std::chrono::milliseconds(c.dds().liveliness_lease_ms());
   }
   std::shared_ptr<dds::Domain> domain = ov.domain;
+  std::string identity_pem;  // identity rights need DDS Security (security_check.h)
+  if (!critical_prefixes_.empty()) {
+    auto pem = RequireSecurityConfig(domain ? domain->config() : dopt.config);
+    if (!pem) return std::unexpected(pem.error());
+    identity_pem = std::move(*pem);
+  }
   if (!domain && env_) {  // the environment reader shares the transport's domain
     auto d = dds::Domain::Create(dopt);
     if (!d) return std::unexpected(d.error());
@@ -425,6 +432,10 @@ Result<void> Node::OpenTransport(const NodeOverrides& ov) {
   auto transport = domain ? NodeTransport::Create(domain, topt) : NodeTransport::Create(dopt, topt);
   if (!transport) return std::unexpected(transport.error());
   transport_ = std::move(*transport);
+  if (!identity_pem.empty()) {
+    auto authenticated = RequireAuthenticated(transport_->participant(), identity_pem);
+    if (!authenticated) return std::unexpected(authenticated.error());
+  }
   if (env_) {
     if (auto r = env_->Start(domain); !r) return std::unexpected(r.error());
   }

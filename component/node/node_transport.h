@@ -76,6 +76,7 @@ class NodeTransport {
   Result<void> PublishStatus(const ari_NodeStatus& status);
 
   const dds::Domain& domain() const { return participant_.domain(); }
+  dds_entity_t participant() const { return participant_.handle(); }
   const std::string& node_id() const { return options_.node_id; }
   bool chunk_shared_memory() const { return chunk_writer_.shared_memory(); }
   bool request_shared_memory() const { return request_reader_.shared_memory(); }

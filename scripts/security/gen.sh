@@ -4,20 +4,26 @@
 #   ca.pem/ca.key                 test CA (identity CA and permissions CA)
 #   <name>.pem/<name>.key         identity of the node and of every client (CN=<name>)
 #   governance.p7s                signed governance (config/security/governance.xml)
-#   permissions.p7s               signed permissions: the node may read requests and
-#                                 write chunks/status; every listed publisher may write
-#                                 requests and cancels; readers may only read
+#   permissions.p7s               signed permissions: the node may read requests (also in
+#                                 partition ari-critical) and write chunks/status; every
+#                                 listed publisher may write requests and cancels (a
+#                                 --critical-client also requests in partition
+#                                 ari-critical); readers may only read
 #   cyclonedds-<name>.xml         loopback Cyclone config with the Security section
 #                                 (from config/cyclonedds-secure.xml.in) per identity
 #
-# usage: scripts/security/gen.sh OUT_DIR [--node NAME] [--client NAME]... [--reader NAME]...
+# usage: scripts/security/gen.sh OUT_DIR [--node NAME] [--client NAME]...
+#                                 [--critical-client NAME]... [--reader NAME]...
 #   --node NAME    the ari-node identity (default: ari-node)
 #   --client NAME  an app allowed to publish Requests (repeatable)
+#   --critical-client NAME  as --client, and may publish Requests in the DDS partition
+#                  ari-critical: the CRITICAL right in DDS access control (designed in
+#                  docs/deployment.md "Security"; the node does not use the partition yet)
 #   --reader NAME  an authenticated app that may only read chunks/status (repeatable)
 # Needs: openssl (Debian package `openssl`), Cyclone's security plugins (libddsc0debian).
-# Which clients may ask CRITICAL is not in the permissions (DDS access control knows
-# topics, not field values): ari-node's config lists their certificates
-# (security { critical_identity_certs: "<name>.pem" }).
+# Which clients may ask CRITICAL: ari-node's config lists their certificates
+# (security { critical_identity_certs: "<name>.pem" }); the ari-critical partition grant
+# is the DDS-side half of the same right (docs/deployment.md "Security").
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,11 +32,13 @@ out="${1:?usage: gen.sh OUT_DIR [--node NAME] [--client NAME]... [--reader NAME]
 shift
 node="ari-node"
 clients=()
+critical=()
 readers=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --node) node="$2"; shift 2 ;;
     --client) clients+=("$2"); shift 2 ;;
+    --critical-client) clients+=("$2"); critical+=("$2"); shift 2 ;;
     --reader) readers+=("$2"); shift 2 ;;
     *) echo "gen.sh: unknown argument $1" >&2; exit 1 ;;
   esac
@@ -65,8 +73,21 @@ ident() {
 }
 
 # Permissions: one grant per identity (subject names as the certificates carry them).
-grant() {  # name, publish topics, subscribe topics
-  local name="$1" pub="$2" sub="$3"
+# rules() kind topics [partition]: one <publish>/<subscribe> rule, in `partition` if given.
+rules() {
+  local kind="$1" topics="$2" partition="${3:-}"
+  [[ -n "$topics" ]] || return 0
+  echo "        <$kind><topics>"
+  for t in $topics; do echo "          <topic>$t</topic>"; done
+  if [[ -n "$partition" ]]; then
+    echo "        </topics><partitions><partition>$partition</partition></partitions></$kind>"
+  else
+    echo "        </topics></$kind>"
+  fi
+}
+
+grant() {  # name, publish topics, subscribe topics[, ari-critical publish, ... subscribe]
+  local name="$1" pub="$2" sub="$3" crit_pub="${4:-}" crit_sub="${5:-}"
   cat <<EOF
     <grant name="$name">
       <subject_name>CN=$name,O=ARI Test,C=DE</subject_name>
@@ -74,16 +95,10 @@ grant() {  # name, publish topics, subscribe topics
       <allow_rule>
         <domains><id_range><min>0</min><max>229</max></id_range></domains>
 EOF
-  if [[ -n "$pub" ]]; then
-    echo "        <publish><topics>"
-    for t in $pub; do echo "          <topic>$t</topic>"; done
-    echo "        </topics></publish>"
-  fi
-  if [[ -n "$sub" ]]; then
-    echo "        <subscribe><topics>"
-    for t in $sub; do echo "          <topic>$t</topic>"; done
-    echo "        </topics></subscribe>"
-  fi
+  rules publish "$pub"
+  rules publish "$crit_pub" ari-critical
+  rules subscribe "$sub"
+  rules subscribe "$crit_sub" ari-critical
   cat <<EOF
       </allow_rule>
       <default>DENY</default>
@@ -98,9 +113,12 @@ for c in "${clients[@]}" "${readers[@]}"; do ident "$c"; done
   echo '<dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
   echo '     xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_permissions.xsd">'
   echo '  <permissions>'
-  grant "$node" "ari/v1/token_chunk ari/v1/node_status" "ari/v1/request ari/v1/cancel"
+  grant "$node" "ari/v1/token_chunk ari/v1/node_status" "ari/v1/request ari/v1/cancel" \
+    "" "ari/v1/request"
   for c in "${clients[@]}"; do
-    grant "$c" "ari/v1/request ari/v1/cancel" "ari/v1/token_chunk ari/v1/node_status"
+    crit_pub=""
+    for k in "${critical[@]}"; do [[ "$k" == "$c" ]] && crit_pub="ari/v1/request"; done
+    grant "$c" "ari/v1/request ari/v1/cancel" "ari/v1/token_chunk ari/v1/node_status" "$crit_pub"
   done
   for r in "${readers[@]}"; do
     grant "$r" "" "ari/v1/token_chunk ari/v1/node_status"

@@ -7,7 +7,9 @@
 //   - an authorized client is served (CRITICAL too, when its identity may);
 //   - a client without CRITICAL rights gets FORBIDDEN for CRITICAL, is served otherwise;
 //   - an unauthenticated participant (plain loopback config) never discovers the node;
-//   - an authenticated app without publish rights cannot even create the request topic.
+//   - an authenticated app without publish rights cannot even create the request topic;
+//   - only a --critical-client identity may create a Request writer in partition
+//     ari-critical (the DDS half of the CRITICAL right, docs/deployment.md "Security").
 // Plus the identity mapping itself: SHA-256 vectors, DER walking on bad input, and the
 // GUID prefix computed from a certificate equals the GUID Cyclone gives a participant
 // authenticated with it.
@@ -18,74 +20,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "component/client/dds.h"
 #include "component/node/identity.h"
-#include "tests/component/node_test_util.h"
+#include "tests/component/security_util.h"
 
 namespace ari::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string Hex(std::span<const uint8_t> b) {
-  std::string s;
-  char buf[3];
-  for (uint8_t x : b) {
-    std::snprintf(buf, sizeof buf, "%02x", x);
-    s += buf;
-  }
-  return s;
-}
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs argv with stdout+stderr to `log`; the exit code (128+signal, -1 on exec failure).
-int RunProcess(const std::vector<std::string>& argv, const std::filesystem::path& log) {
-  std::vector<std::string> strings = argv;  // execv wants char* const[]
-  std::vector<char*> args;
-  args.reserve(strings.size() + 1);
-  for (auto& a : strings) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::filesystem::path CliBinary() { return NodeBinary().parent_path() / "ari-cli"; }
-
-bool SecurityAvailable(std::string* why) {
-  if (RunProcess({"/bin/sh", "-c", "command -v openssl"}, "/dev/null") != 0) {
-    *why = "openssl not installed";
-    return false;
-  }
-  return true;
-}
-
-// gen.sh into dir; false (with the log in *why) when it fails (e.g. no plugins).
-bool Generate(const std::filesystem::path& dir, std::string* why) {
-  const auto log = dir / "gen.log";
-  const int rc =
-      RunProcess({(SourceDir() / "scripts" / "security" / "gen.sh").string(), dir.string(),
-                  "--client", "app-crit", "--client", "app-plain", "--reader", "app-reader"},
-                 log);
-  if (rc != 0) *why = "gen.sh exit " + std::to_string(rc) + ": " + ReadFile(log);
-  return rc == 0;
-}
 
 TEST(Identity, Sha256KnownAnswers) {
   auto h = [](std::string_view s) {
@@ -110,8 +52,8 @@ TEST(Identity, MalformedCertificatesAreErrorsNotCrashes) {
   EXPECT_FALSE(component::CertificateSubjectDer(kNested).has_value());
   // Every truncation of a real certificate fails cleanly.
   const auto dir = TempDir("identity_trunc");
-  std::string why;
-  if (!SecurityAvailable(&why) || !Generate(dir, &why)) GTEST_SKIP() << why;
+  ARI_REQUIRE_SECURITY_TOOLS();
+  ASSERT_TRUE(Generate(dir));
   auto der = component::PemCertificateToDer(ReadFile(dir / "app-crit.pem"));
   ASSERT_TRUE(der.has_value());
   ASSERT_TRUE(component::CertificateSubjectDer(*der).has_value());
@@ -126,8 +68,8 @@ TEST(Identity, MalformedCertificatesAreErrorsNotCrashes) {
 
 TEST(Identity, GuidPrefixEqualsTheGuidCycloneGivesTheAuthenticatedParticipant) {
   const auto dir = TempDir("identity_guid");
-  std::string why;
-  if (!SecurityAvailable(&why) || !Generate(dir, &why)) GTEST_SKIP() << why;
+  ARI_REQUIRE_SECURITY_TOOLS();
+  ASSERT_TRUE(Generate(dir));
   auto prefix = component::GuidPrefixForCertificateFile(dir / "app-crit.pem");
   ASSERT_TRUE(prefix.has_value()) << prefix.error().ToString();
   auto other = component::GuidPrefixForCertificateFile(dir / "app-plain.pem");
@@ -168,14 +110,61 @@ TEST(Identity, GuidPrefixEqualsTheGuidCycloneGivesTheAuthenticatedParticipant) {
   std::filesystem::remove_all(dir);
 }
 
+// In a forked child: as identity `who`, create a Request writer in DDS partition
+// `partition` ("" = default). 0 = created, 1 = NOT_ALLOWED_BY_SECURITY (for the topic or
+// the writer), 2 = other error.
+int CreateRequestWriter(const std::filesystem::path& dir, const std::string& who,
+                        const std::string& partition) {
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    namespace dds = component::dds;
+    const std::string uri = "file://" + (dir / ("cyclonedds-" + who + ".xml")).string();
+    const auto id = static_cast<dds_domainid_t>(TestDomainId());
+    const dds_entity_t d = dds_create_domain(id, uri.c_str());
+    const dds_entity_t pp = d > 0 ? dds_create_participant(id, nullptr, nullptr) : -1;
+    if (pp < 0) _exit(2);
+    const dds_entity_t topic =
+        dds_create_topic(pp, dds::TopicDescriptor(dds::TopicKind::kRequest),
+                         dds::TopicQos(dds::TopicKind::kRequest).name, nullptr, nullptr);
+    dds_qos_t* q = dds_create_qos();
+    const char* parts[] = {partition.c_str()};
+    if (!partition.empty()) dds_qset_partition(q, 1, parts);
+    const dds_entity_t pub = dds_create_publisher(pp, q, nullptr);
+    dds_delete_qos(q);
+    dds_entity_t w = topic < 0 ? topic : pub;  // no publish right at all: the topic fails
+    if (topic > 0 && pub > 0) w = dds_create_writer(pub, topic, nullptr, nullptr);
+    dds_delete(d);
+    _exit(w > 0 ? 0 : w == DDS_RETCODE_NOT_ALLOWED_BY_SECURITY ? 1 : 2);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The CRITICAL right as DDS access control can carry it (docs/deployment.md "Security"):
+// only a --critical-client's permissions allow Request writers in partition ari-critical;
+// Cyclone refuses the writer to everyone else, whatever the application does.
+TEST(CriticalPartition, OnlyGrantedIdentitiesMayPublishInIt) {
+  const auto dir = TempDir("critical_partition");
+  ARI_REQUIRE_SECURITY_TOOLS();
+  ASSERT_TRUE(Generate(dir));
+  EXPECT_EQ(CreateRequestWriter(dir, "app-crit", "ari-critical"), 0);
+  EXPECT_EQ(CreateRequestWriter(dir, "app-crit", ""), 0);
+  EXPECT_EQ(CreateRequestWriter(dir, "app-plain", "ari-critical"), 1);
+  EXPECT_EQ(CreateRequestWriter(dir, "app-plain", ""), 0);
+  EXPECT_EQ(CreateRequestWriter(dir, "app-reader", ""), 1);
+  std::filesystem::remove_all(dir);
+}
+
 class Secure : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = TempDir("security");
     model_ = Stories260K(dir_);
     if (model_.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
-    std::string why;
-    if (!SecurityAvailable(&why) || !Generate(dir_, &why)) GTEST_SKIP() << why;
+    ARI_REQUIRE_SECURITY_TOOLS();
+    ASSERT_TRUE(Generate(dir_));
     std::ofstream(dir_ / "policy.textproto") << DefaultPolicyWith();
     std::ofstream cfg(dir_ / "node.textproto");
     cfg << "model_path: \"" << model_.string() << "\"\n"

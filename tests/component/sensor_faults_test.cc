@@ -2,7 +2,8 @@
 // reads NaN, -273 C, 200 C, or stalls. Each time the governor goes conservative and
 // says so in NodeStatus (reason "CONSERVATIVE: sensor <state>", sensor_state), a
 // request in flight when the fault starts and one started during it both finish DONE
-// with every chunk, and a good reading ends conservative mode again.
+// with every chunk, and a good reading ends conservative mode again. A sensor that dies
+// hot keeps the hot band's throttle (monotone degradation).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -190,6 +191,30 @@ TEST_F(SensorFaults, VanishedSensorIsConservative) {
 
 TEST_F(SensorFaults, StalledSensorGoesStaleAndConservative) {
   RunFault(FaultySensor::Mode::kStalled, 0.0, "stale", ari_SENSOR_STALE);
+}
+
+// Monotone degradation end to end (docs/policy.md): the sensor dies at 96 C; the node
+// says it stays at least as throttled as the critical band rather than relaxing to the
+// conservative table, and still serves.
+TEST_F(SensorFaults, SensorDyingHotKeepsTheHotBandsThrottle) {
+  sensor_->Set(FaultySensor::Mode::kValue, 96.0);
+  {
+    auto s = Ask(4);  // the governor decides at chunk boundaries
+    ExpectServed(s);
+  }
+  WaitStatus("band critical", ari_SENSOR_OK);
+  sensor_->Set(FaultySensor::Mode::kGone);
+  {
+    auto s = Ask(8);
+    ExpectServed(s);
+  }
+  // The wire reason is 128 bytes: the floor comes before the knobs (governor_fault_test
+  // checks the knobs themselves).
+  const ari_NodeStatus st = WaitStatus(
+      "CONSERVATIVE: sensor vanished (fault-injection), band critical kept; at least as "
+      "throttled as band critical",
+      ari_SENSOR_MISSING);
+  EXPECT_EQ(std::strstr(st.reason, "band normal"), nullptr) << st.reason;
 }
 
 }  // namespace

@@ -124,7 +124,52 @@ TEST(PolicyTest, TextRoundTrip) {
   EXPECT_EQ(PolicyToText(*b), text);
   EXPECT_EQ(b->knobs, a->knobs);
   EXPECT_EQ(b->conservative, a->conservative);
+  EXPECT_EQ(b->fault_window_ms, a->fault_window_ms);
   EXPECT_EQ(b->memory_bands.size(), a->memory_bands.size());
+}
+
+// conservative.fault_window_ms: unset = 60000; set values (0 included) survive
+// text -> Policy -> proto -> Policy and Policy -> text -> Policy.
+TEST(PolicyTest, FaultWindowRoundTrips) {
+  const std::string text = DefaultText();
+  auto unset = ParsePolicyText(DropLine(text, "fault_window_ms:"), "p");
+  ASSERT_TRUE(unset.has_value()) << unset.error().ToString();
+  EXPECT_EQ(unset->fault_window_ms, kDefaultFaultWindowMs);
+  for (const char* ms : {"0", "12345", "3600000"}) {
+    auto p = ParsePolicyText(EditLine(text, "fault_window_ms:", "60000", ms), "p");
+    ASSERT_TRUE(p.has_value()) << p.error().ToString();
+    EXPECT_EQ(p->fault_window_ms, std::stoll(ms));
+    ari::policy::Policy proto;
+    PolicyToProto(*p, &proto);
+    auto back = PolicyFromProto(proto);
+    ASSERT_TRUE(back.has_value()) << back.error().ToString();
+    EXPECT_EQ(back->fault_window_ms, p->fault_window_ms) << ms;
+    auto again = ParsePolicyText(PolicyToText(*p), "again");
+    ASSERT_TRUE(again.has_value()) << again.error().ToString();
+    EXPECT_EQ(again->fault_window_ms, p->fault_window_ms) << ms;
+  }
+}
+
+TEST(PolicyTest, NegativeOrHugeFaultWindow) {
+  const std::string anchor = "fault_window_ms:";
+  std::string text = EditLine(DefaultText(), anchor, "60000", "-1");
+  ExpectInvalid(text, "conservative.fault_window_ms", LineOf(text, anchor),
+                "-1 is negative (0 = only the band in force at the fault)");
+  text = EditLine(DefaultText(), anchor, "60000", "3600001");
+  ExpectInvalid(text, "conservative.fault_window_ms", LineOf(text, anchor),
+                "3600001 is above the maximum 3600000");
+}
+
+TEST(PolicyTest, AtMostSixteenThermalBands) {
+  auto a = LoadPolicyFile(DefaultPolicyPath());
+  ASSERT_TRUE(a.has_value());
+  ari::policy::Policy proto;
+  PolicyToProto(*a, &proto);
+  for (int i = 0; i < 13; ++i) *proto.add_thermal_bands() = proto.thermal_bands(3);
+  auto r = PolicyFromProto(proto);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("thermal_bands: 17 bands, at most 16"), std::string::npos)
+      << r.error().message;
 }
 
 TEST(PolicyTest, MissingFileIsIoError) {
