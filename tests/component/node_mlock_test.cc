@@ -83,7 +83,7 @@ TEST_F(NodeMlock, RequiredRefusesToStartAndSaysWhy) {
   pid_ = StartLowMemlockNode(cfg, log);
   ASSERT_GT(pid_, 0);
   const int code = WaitExit(pid_, 60s);
-  pid_ = -1;
+  if (code >= 0) pid_ = -1;  // still running: TearDown kills it
   const std::string text = ReadAll(log);
   EXPECT_EQ(code, 2) << text;
   EXPECT_NE(text.find("memory_lock: MEMORY_LOCK_REQUIRED and mlock of "), std::string::npos)
@@ -118,8 +118,9 @@ TEST_F(NodeMlock, TryRunsUnlockedAndServes) {
   EXPECT_EQ(sum->status, ari_STATUS_DONE);
   client->reset();
   kill(pid_, SIGTERM);
-  EXPECT_EQ(WaitExit(pid_, 30s), 0);
-  pid_ = -1;
+  const int code = WaitExit(pid_, 30s);
+  EXPECT_EQ(code, 0);
+  if (code >= 0) pid_ = -1;  // still running: TearDown kills it
   const std::string text = ReadAll(log);
   EXPECT_NE(text.find("memory_lock: mlock of "), std::string::npos) << text;
   EXPECT_NE(text.find("RLIMIT_MEMLOCK is 65536 bytes"), std::string::npos) << text;
