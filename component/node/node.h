@@ -105,7 +105,8 @@ class Node final : public qos::ChunkSink {
     int64_t admitted_ns = 0;
     int64_t first_token_ns = -1;
     uint32_t tokens = 0;
-    int32_t constraint = -1;  // slot in structured_->pool(); -1: free text
+    int32_t constraint = -1;      // slot in structured_->pool(); -1: free text
+    bool publish_failed = false;  // a chunk of it could not be written (logged once)
   };
   class RecordingSource;
 
@@ -146,6 +147,10 @@ class Node final : public qos::ChunkSink {
   void RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st, qos::Urgency urgency);
   void OnCancel(const ari_Cancel& cancel);
   void Refuse(const ari_Request& request, ari_Status status, std::string_view message);
+  // Publish accounting (NodeStatus publish_failures_*): counts a failed write by its
+  // reason; for a terminal also terminal_undelivered, with one log line.
+  void CountPublishFailure(const Error& error);
+  void CheckTerminalPublish(const Result<void>& r, std::string_view request_id);
   // The prompt ids of a request: its prompt, or its chat turns (roles kept) through the
   // model's chat format (runtime::EncodeChat, as ari-run --chat). Errors answer INVALID.
   Result<std::vector<runtime::TokenId>> Tokenize(const ari_Request& request) const;
@@ -205,6 +210,9 @@ class Node final : public qos::ChunkSink {
   std::atomic<bool> stop_requested_{false};
   std::atomic<uint64_t> tokens_total_{0};
   std::atomic<uint64_t> memory_available_{0};
+  std::atomic<uint64_t> publish_failures_timeout_{0}, publish_failures_other_{0};
+  std::atomic<uint64_t> terminal_undelivered_{0};
+  std::atomic<bool> status_failure_logged_{false};
   float tokens_per_s_ = 0.0f;
   int64_t start_ns_ = 0;
   int64_t ready_ms_ = 0;

@@ -49,7 +49,19 @@ void Node::PublishStatus(ari_NodeState state) {
   const std::string_view pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
   dds::CopyFixed(pack, s.pack);
   s.can_switch_precision = engine_->has_pack();
-  (void)transport_->PublishStatus(s);
+  const NodeTransportStats ts = transport_->stats();
+  s.publish_failures_timeout = publish_failures_timeout_.load();
+  s.publish_failures_other = publish_failures_other_.load();
+  s.publish_retries = ts.publish_retries;
+  s.terminal_undelivered = terminal_undelivered_.load();
+  s.requester_unmatched = ts.requester_unmatched;
+  if (auto r = transport_->PublishStatus(s); !r) {
+    CountPublishFailure(r.error());
+    // Logged once: the status is republished every period, the counter keeps counting.
+    if (!status_failure_logged_.exchange(true)) {
+      Log("NodeStatus not published: %s", r.error().ToString().c_str());
+    }
+  }
 }
 
 Result<void> Node::ReloadPolicy() {
@@ -142,6 +154,14 @@ void Node::Drain(int signal_fd) {
       static_cast<unsigned long long>(tokens_total_.load()),
       static_cast<unsigned long long>(ts.chunks),
       static_cast<unsigned long long>(ts.chunks_loaned));
+  Log("publish: %llu retries, %llu timeouts, %llu other failures, %llu terminals undelivered; "
+      "%llu requesters never matched (at most %llu waiting at once)",
+      static_cast<unsigned long long>(ts.publish_retries),
+      static_cast<unsigned long long>(publish_failures_timeout_.load()),
+      static_cast<unsigned long long>(publish_failures_other_.load()),
+      static_cast<unsigned long long>(terminal_undelivered_.load()),
+      static_cast<unsigned long long>(ts.requester_unmatched),
+      static_cast<unsigned long long>(ts.pending_match_max));
   const runtime::EngineCounters ec = engine_->Counters();
   Log("engine: %llu pin failures, %llu refused CPU sets, %llu refused ISA tiers",
       static_cast<unsigned long long>(ec.pin_failures),

@@ -63,6 +63,24 @@ qos::SchedRequest MakeSchedRequest(const ari_Request& request, const RequestInfo
 
 }  // namespace
 
+void Node::CountPublishFailure(const Error& error) {
+  if (error.dds_rc == DDS_RETCODE_TIMEOUT) {
+    publish_failures_timeout_.fetch_add(1);
+  } else {
+    publish_failures_other_.fetch_add(1);
+  }
+}
+
+void Node::CheckTerminalPublish(const Result<void>& r, std::string_view request_id) {
+  if (r) return;
+  CountPublishFailure(r.error());
+  terminal_undelivered_.fetch_add(1);
+  // The request has no terminal on the wire: NodeStatus.terminal_undelivered says so,
+  // and a client-side ChunkLedger reports the id as missing.
+  Log("terminal of %.*s undelivered: %s", static_cast<int>(request_id.size()), request_id.data(),
+      r.error().ToString().c_str());
+}
+
 void Node::Refuse(const ari_Request& request, ari_Status status, std::string_view message) {
   const std::string_view rid = dds::FixedView(request.request_id);
   Log("refused %.*s: %s %.*s", static_cast<int>(rid.size()), rid.data(),
@@ -71,7 +89,7 @@ void Node::Refuse(const ari_Request& request, ari_Status status, std::string_vie
       : status == ari_STATUS_SHUTDOWN ? "SHUTDOWN"
                                       : "REJECTED",
       static_cast<int>(message.size()), message.data());
-  (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
+  auto r = transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
     std::memcpy(c.request_id, request.request_id, sizeof c.request_id);
     c.request_id[sizeof c.request_id - 1] = '\0';
@@ -83,6 +101,7 @@ void Node::Refuse(const ari_Request& request, ari_Status status, std::string_vie
     dds::CopyFixed(message.substr(0, runtime::Utf8Prefix(message, sizeof c.message - 1)),
                    c.message);
   });
+  CheckTerminalPublish(r, rid);
 }
 
 Result<std::vector<runtime::TokenId>> Node::Tokenize(const ari_Request& r) const {
@@ -109,6 +128,12 @@ Result<std::vector<runtime::TokenId>> Node::Tokenize(const ari_Request& r) const
 
 void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   if (draining_.load()) return Refuse(request, ari_STATUS_SHUTDOWN, "node is shutting down");
+  if (!info.requester_matched) {  // parked by the transport, never blocking the others
+    return Refuse(request, ari_STATUS_REJECTED,
+                  info.pending_full ? "too many requests waiting for their requester's chunk reader"
+                                    : "requester's chunk reader never matched within " +
+                                          std::to_string(info.match_wait_ns / 1'000'000) + " ms");
+  }
   Verdict v = ValidateRequest(request, limits_);
   if (!v.ok()) return Refuse(request, v.status, v.message);
   if (!MayAskCritical(request, info)) {
@@ -291,10 +316,11 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
   std::string_view text = ev.text;
   size_t tok = 0;
   uint32_t published = 0;
+  Result<void> failed;  // the first failed write of this event (no allocation when none)
   while (published == 0 || !text.empty() || tok < ev.tokens.size()) {
     const size_t cut = runtime::Utf8Prefix(text, ari_kChunkTextLen - 1);
     const size_t ntok = std::min<size_t>(ev.tokens.size() - tok, ari_kChunkMaxTokens);
-    (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
+    auto r = transport_->PublishInPlace([&](ari_TokenChunk& c) {
       c = ari_TokenChunk{};
       std::memcpy(c.request_id, rid, sizeof c.request_id);
       std::memcpy(c.client_id, cid, sizeof c.client_id);
@@ -309,6 +335,10 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
       std::memcpy(c.decision, decision, sizeof c.decision);
       FillChunkTrace(ev, c);
     });
+    if (!r) {
+      CountPublishFailure(r.error());
+      if (failed) failed = std::move(r);
+    }
     text.remove_prefix(cut);
     tok += ntok;
     ++published;
@@ -317,8 +347,19 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
   FormatChunkTraceTo(ev, trace, sizeof trace);
   Log("chunk %s #%u: %zu tokens, %.2f ms | %s", rid, seq, ev.tokens.size(),
       static_cast<double>(ev.compute_ns) * 1e-6, trace);
-  std::lock_guard<std::mutex> l(mu_);
-  if (auto it = live_.find(ev.id); it != live_.end()) it->second.seq = seq + published;
+  bool log_failure = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = live_.find(ev.id); it != live_.end()) {
+      it->second.seq = seq + published;
+      log_failure = !failed && !it->second.publish_failed;
+      if (!failed) it->second.publish_failed = true;
+    }
+  }
+  if (log_failure) {  // once per request; every failure is counted in NodeStatus
+    Log("chunk %s #%u undelivered (a gap in its stream): %s", rid, seq,
+        failed.error().ToString().c_str());
+  }
 }
 
 void Node::OnTerminal(const qos::TerminalEvent& ev) {
@@ -355,7 +396,7 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
   Log("%s %.*s (%.*s): %u tokens, %.*s", lr.request_id.c_str(), static_cast<int>(sname.size()),
       sname.data(), static_cast<int>(uname.size()), uname.data(), lr.tokens,
       static_cast<int>(message.size()), message.data());
-  (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
+  auto r = transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
     dds::CopyFixed(lr.request_id, c.request_id);
     dds::CopyFixed(lr.client_id, c.client_id);
@@ -374,6 +415,7 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
     std::memcpy(c.decision, decision, sizeof c.decision);
     c.format_state = format;
   });
+  CheckTerminalPublish(r, lr.request_id);
 }
 
 void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {

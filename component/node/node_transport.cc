@@ -1,8 +1,8 @@
 #include "component/node/node_transport.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <vector>
 
 namespace ari::component {
 namespace {
@@ -10,7 +10,8 @@ namespace {
 constexpr dds_attach_t kCookieRequest = 1;
 constexpr dds_attach_t kCookieCancel = 2;
 constexpr dds_attach_t kCookieStop = 3;
-constexpr int kPublishRetries = 100;  // x max_blocking_time (100 ms): 10 s
+constexpr dds_attach_t kCookieMatch = 4;  // chunk writer's PUBLICATION_MATCHED status
+constexpr int kPublishRetries = 100;      // x max_blocking_time (100 ms): 10 s
 
 }  // namespace
 
@@ -67,26 +68,23 @@ Result<std::unique_ptr<NodeTransport>> NodeTransport::Create(std::shared_ptr<dds
   if (!guard) return std::unexpected(guard.error());
   auto ws = dds::WaitSet::Create(t->participant_);
   if (!ws) return std::unexpected(ws.error());
-  auto mws = dds::WaitSet::Create(t->participant_);
-  if (!mws) return std::unexpected(mws.error());
   t->request_cond_ = std::move(*rc1);
   t->cancel_cond_ = std::move(*rc2);
   t->stop_guard_ = std::move(*guard);
   t->waitset_ = std::move(*ws);
-  t->match_waitset_ = std::move(*mws);
-  for (auto [entity, cookie] : {std::pair{t->request_cond_.handle(), kCookieRequest},
-                                std::pair{t->cancel_cond_.handle(), kCookieCancel},
-                                std::pair{t->stop_guard_.handle(), kCookieStop}}) {
-    if (auto r = t->waitset_.Attach(entity, cookie); !r) return std::unexpected(r.error());
-  }
   if (dds_return_t rc =
           dds_set_status_mask(t->chunk_writer_.handle(), DDS_PUBLICATION_MATCHED_STATUS);
       rc != DDS_RETCODE_OK) {
     return DdsError(rc, "dds_set_status_mask(chunk writer)");
   }
-  if (auto r = t->match_waitset_.Attach(t->chunk_writer_.handle(), 0); !r) {
-    return std::unexpected(r.error());
+  for (auto [entity, cookie] : {std::pair{t->request_cond_.handle(), kCookieRequest},
+                                std::pair{t->cancel_cond_.handle(), kCookieCancel},
+                                std::pair{t->stop_guard_.handle(), kCookieStop},
+                                std::pair{t->chunk_writer_.handle(), kCookieMatch}}) {
+    if (auto r = t->waitset_.Attach(entity, cookie); !r) return std::unexpected(r.error());
   }
+  t->options_.max_pending_match = std::max(1, t->options_.max_pending_match);
+  t->pending_ = std::make_unique<Pending[]>(static_cast<size_t>(t->options_.max_pending_match));
   return t;
 }
 
@@ -113,93 +111,130 @@ void NodeTransport::Stop() {
 
 void NodeTransport::ReceiveLoop() {
   dds_attach_t fired[4];
+  dds::Duration timeout = dds::Duration::max();
   for (;;) {
-    auto n = waitset_.Wait(fired, dds::Duration::max());
+    auto n = waitset_.Wait(fired, timeout);
     if (!n) {
       receive_errors_.fetch_add(1);
-      return;  // the waitset is gone: nothing sensible left to do
+      (void)ServicePending(false, true);  // every parked request gets its answer
+      return;                             // the waitset is gone: nothing sensible left to do
     }
-    bool stop = false;
+    bool stop = false, matched = false;
     for (size_t i = 0; i < *n; ++i) {
-      if (fired[i] == kCookieStop)
+      if (fired[i] == kCookieStop) {
         stop = true;
-      else if (fired[i] == kCookieRequest)
+      } else if (fired[i] == kCookieRequest) {
         HandleRequests();
-      else if (fired[i] == kCookieCancel)
+      } else if (fired[i] == kCookieCancel) {
         HandleCancels();
+      } else if (fired[i] == kCookieMatch) {
+        // Reading the status resets its trigger; the count itself is not needed.
+        dds_publication_matched_status_t st;
+        if (dds_get_publication_matched_status(chunk_writer_.handle(), &st) != DDS_RETCODE_OK) {
+          receive_errors_.fetch_add(1);
+        }
+        matched = true;
+      }
     }
+    timeout = ServicePending(matched, stop);
     if (stop) return;
   }
 }
 
 void NodeTransport::HandleRequests() {
-  // Copy out of the loan before calling back: the handler may take its time and the
-  // requester check below talks to Cyclone.
-  struct Received {
-    ari_Request request{};
-    RequestInfo info;
-    dds_instance_handle_t publication = 0;
-  };
-  std::vector<Received> batch;
+  // Copy out of the loan first: the match check below talks to Cyclone. Nothing here
+  // waits: a request whose requester's chunk reader is not matched yet is parked.
+  int got = 0;
   auto n = request_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t& info) {
-    if (sample == nullptr) return;  // instance state change only
-    Received r;
-    std::memcpy(&r.request, sample, sizeof r.request);
-    r.info.source_timestamp_ns = info.source_timestamp;
-    r.info.reception_timestamp_ns = dds_time();
-    r.publication = info.publication_handle;
-    batch.push_back(r);
+    if (sample == nullptr || got >= 16) return;  // instance state change only
+    std::memcpy(&take_scratch_[got], sample, sizeof take_scratch_[got]);
+    take_info_[got] = RequestInfo{};
+    take_info_[got].source_timestamp_ns = info.source_timestamp;
+    take_info_[got].reception_timestamp_ns = dds_time();
+    take_pub_[got] = info.publication_handle;
+    ++got;
   });
   if (!n) {
     receive_errors_.fetch_add(1);
     return;
   }
-  for (Received& r : batch) {
-    if (auto who = request_reader_.WriterParticipant(r.publication); who) {
-      r.info.requester = *who;
-      r.info.requester_known = true;
-      r.info.requester_matched = WaitRequesterMatched(*who);
+  for (int i = 0; i < got; ++i) {
+    RequestInfo& info = take_info_[i];
+    if (auto who = request_reader_.WriterParticipant(take_pub_[i]); who) {
+      info.requester = *who;
+      info.requester_known = true;
+      info.requester_matched = RequesterMatched(*who);
     }
-    requests_.fetch_add(1);
-    on_request_(r.request, r.info);
+    if (info.requester_matched) {
+      Dispatch(take_scratch_[i], info);
+    } else if (pending_n_ < options_.max_pending_match) {
+      Pending& p = pending_[static_cast<size_t>(pending_n_++)];
+      std::memcpy(&p.request, &take_scratch_[i], sizeof p.request);
+      p.info = info;
+      p.since = dds_time();
+      if (static_cast<uint64_t>(pending_n_) > pending_match_max_.load()) {
+        pending_match_max_.store(static_cast<uint64_t>(pending_n_));
+      }
+    } else {
+      info.pending_full = true;
+      Dispatch(take_scratch_[i], info);
+    }
   }
 }
 
+dds::Duration NodeTransport::ServicePending(bool check_match, bool flush) {
+  const dds_time_t now = dds_time();
+  const dds_duration_t limit = dds::ToDds(options_.requester_match_timeout);
+  dds_time_t next = DDS_NEVER;
+  int kept = 0;
+  for (int i = 0; i < pending_n_; ++i) {
+    Pending& p = pending_[static_cast<size_t>(i)];
+    const bool matched = check_match && RequesterMatched(p.info.requester);
+    if (matched || flush || now - p.since >= limit) {
+      p.info.requester_matched = matched;
+      p.info.match_wait_ns = now - p.since;
+      Dispatch(p.request, p.info);
+      continue;
+    }
+    next = std::min(next, p.since + limit);
+    if (kept != i) {
+      Pending& dst = pending_[static_cast<size_t>(kept)];
+      std::memcpy(&dst.request, &p.request, sizeof dst.request);
+      dst.info = p.info;
+      dst.since = p.since;
+    }
+    ++kept;
+  }
+  pending_n_ = kept;
+  if (next == DDS_NEVER) return dds::Duration::max();
+  return dds::Duration(std::max<dds_time_t>(next - now, 1'000'000));  // >= 1 ms
+}
+
+void NodeTransport::Dispatch(const ari_Request& request, RequestInfo info) {
+  requests_.fetch_add(1);
+  if (!info.requester_matched) requester_unmatched_.fetch_add(1);
+  on_request_(request, info);
+}
+
 void NodeTransport::HandleCancels() {
-  std::vector<ari_Cancel> batch;
+  ari_Cancel batch[16];
+  int got = 0;
   auto n = cancel_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t&) {
-    if (sample == nullptr) return;
-    ari_Cancel c;
-    std::memcpy(&c, sample, sizeof c);
-    batch.push_back(c);
+    if (sample == nullptr || got >= 16) return;
+    std::memcpy(&batch[got++], sample, sizeof batch[0]);
   });
   if (!n) {
     receive_errors_.fetch_add(1);
     return;
   }
-  for (const ari_Cancel& c : batch) {
+  for (int i = 0; i < got; ++i) {
     cancels_.fetch_add(1);
-    if (on_cancel_) on_cancel_(c);
+    if (on_cancel_) on_cancel_(batch[i]);
   }
 }
 
 bool NodeTransport::RequesterMatched(const dds_guid_t& participant) {
   return chunk_writer_.MatchedReaderOf(participant);
-}
-
-bool NodeTransport::WaitRequesterMatched(const dds_guid_t& participant) {
-  const dds_time_t until = dds_time() + dds::ToDds(options_.requester_match_timeout);
-  while (!RequesterMatched(participant)) {
-    const dds_time_t now = dds_time();
-    if (now >= until) return false;
-    dds_attach_t fired[1];
-    // Woken by the writer's PUBLICATION_MATCHED status; reading the status resets it.
-    auto n = match_waitset_.Wait(fired, dds::Duration(until - now));
-    if (!n) return false;
-    dds_publication_matched_status_t st;
-    (void)dds_get_publication_matched_status(chunk_writer_.handle(), &st);
-  }
-  return true;
 }
 
 Result<void> NodeTransport::Publish(const ari_TokenChunk& chunk) {
@@ -246,9 +281,17 @@ Result<void> NodeTransport::PublishStatus(const ari_NodeStatus& status) {
 
 NodeTransportStats NodeTransport::stats() const {
   const dds::WriterStats w = chunk_writer_.stats();
-  return {requests_.load(),       cancels_.load(),  w.writes,
-          w.loaned_writes,        statuses_.load(), receive_errors_.load(),
-          publish_retries_.load()};
+  NodeTransportStats s;
+  s.requests = requests_.load();
+  s.cancels = cancels_.load();
+  s.chunks = w.writes;
+  s.chunks_loaned = w.loaned_writes;
+  s.statuses = statuses_.load();
+  s.receive_errors = receive_errors_.load();
+  s.publish_retries = publish_retries_.load();
+  s.requester_unmatched = requester_unmatched_.load();
+  s.pending_match_max = pending_match_max_.load();
+  return s;
 }
 
 std::string NodeTransport::Describe() const {

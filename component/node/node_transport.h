@@ -24,15 +24,22 @@ struct NodeTransportOptions {
   // AUTOMATIC liveliness lease offered by the NodeStatus writer: clients see the node
   // as lost this long after it dies.
   dds::Duration liveliness_lease = dds::kDefaultLivelinessLease;
-  // Before a request is handed on, wait (at most this long) until the requester's
-  // TokenChunk reader is matched, so the first chunks of the answer cannot be lost.
+  // A request is handed on once the requester's TokenChunk reader is matched, so the
+  // first chunks of the answer cannot be lost. Until then it waits in a bounded pending
+  // list (checked on every match event, never blocking the receive thread); after this
+  // long it is handed on with requester_matched = false (the node answers REJECTED).
   dds::Duration requester_match_timeout = std::chrono::seconds(2);
+  // Requests waiting for their requester's match at once; more are handed on at once
+  // with requester_matched = false and pending_full = true.
+  int max_pending_match = 64;
 };
 
 struct RequestInfo {
   int64_t source_timestamp_ns = 0;  // writer's clock at publication (deadline origin)
   int64_t reception_timestamp_ns = 0;
   bool requester_matched = true;  // false: requester's chunk reader not seen in time
+  bool pending_full = false;      // unmatched because the pending-match list was full
+  int64_t match_wait_ns = 0;      // time spent in the pending-match list
   bool requester_known = false;   // requester below is valid
   dds_guid_t requester{};         // participant GUID of the writer (identity under DDS Security)
 };
@@ -44,7 +51,9 @@ struct NodeTransportStats {
   uint64_t chunks_loaned = 0;  // written via iceoryx loans
   uint64_t statuses = 0;
   uint64_t receive_errors = 0;
-  uint64_t publish_retries = 0;  // chunk writes repeated after a TIMEOUT (back-pressure)
+  uint64_t publish_retries = 0;      // chunk writes repeated after a TIMEOUT (back-pressure)
+  uint64_t requester_unmatched = 0;  // requests handed on with requester_matched = false
+  uint64_t pending_match_max = 0;    // most requests ever waiting for a match at once
 };
 
 class NodeTransport {
@@ -87,9 +96,13 @@ class NodeTransport {
  private:
   NodeTransport() = default;
   void ReceiveLoop();
+  // Takes the waiting requests; hands on those whose requester matched, parks the rest.
   void HandleRequests();
   void HandleCancels();
-  bool WaitRequesterMatched(const dds_guid_t& participant);
+  // Hands on the parked requests whose requester matched (check_match) or whose wait
+  // expired (all of them when flush); returns the time until the next expiry.
+  dds::Duration ServicePending(bool check_match, bool flush);
+  void Dispatch(const ari_Request& request, RequestInfo info);
   bool RequesterMatched(const dds_guid_t& participant);
 
   NodeTransportOptions options_;
@@ -101,7 +114,18 @@ class NodeTransport {
   dds::ReadCondition request_cond_, cancel_cond_;
   dds::GuardCondition stop_guard_;
   dds::WaitSet waitset_;
-  dds::WaitSet match_waitset_;  // chunk writer's PUBLICATION_MATCHED status
+
+  struct Pending {
+    ari_Request request{};
+    RequestInfo info;
+    dds_time_t since = 0;
+  };
+  // Receive thread only. Preallocated at Create: max_pending_match entries (FIFO).
+  std::unique_ptr<Pending[]> pending_;
+  int pending_n_ = 0;
+  ari_Request take_scratch_[16]{};  // HandleRequests' batch (no allocation per take)
+  RequestInfo take_info_[16];
+  dds_instance_handle_t take_pub_[16]{};
 
   RequestHandler on_request_;
   CancelHandler on_cancel_;
@@ -110,6 +134,7 @@ class NodeTransport {
   ari_TokenChunk chunk_scratch_{};
   std::atomic<uint64_t> requests_{0}, cancels_{0}, statuses_{0}, receive_errors_{0};
   std::atomic<uint64_t> publish_retries_{0};
+  std::atomic<uint64_t> requester_unmatched_{0}, pending_match_max_{0};
 };
 
 }  // namespace ari::component
