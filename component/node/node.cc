@@ -118,7 +118,7 @@ Result<config::NodeConfig> LoadNodeConfig(const std::filesystem::path& path) {
   return ParseNodeConfig(ss.str(), path.string());
 }
 
-ari_Status WireStatus(qos::TerminalStatus s) {
+ari_ChunkStatus WireStatus(qos::TerminalStatus s) {
   switch (s) {
     case qos::TerminalStatus::kDone: return ari_STATUS_DONE;
     case qos::TerminalStatus::kCancelled: return ari_STATUS_CANCELLED;

@@ -23,7 +23,7 @@ int64_t RealtimeNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-qos::Urgency ToQos(ari_Urgency u) {
+qos::Urgency ToQos(ari_UrgencyClass u) {
   switch (dds::RawEnum(u)) {
     case ari_URGENCY_CRITICAL: return qos::Urgency::kCritical;
     case ari_URGENCY_HIGH: return qos::Urgency::kHigh;
@@ -51,7 +51,7 @@ qos::SchedRequest MakeSchedRequest(const ari_Request& request, const RequestInfo
                             : 0;
     sr.deadline_ns = now - age + static_cast<int64_t>(request.deadline_ms) * 1'000'000;
   }
-  const ari_Sampling& s = request.sampling;
+  const ari_SamplingParams& s = request.sampling;
   sr.sampling.temperature = s.temperature;
   sr.sampling.top_p = (s.top_p <= 0.0f) ? 1.0f : s.top_p;
   sr.sampling.top_k = static_cast<int32_t>(std::min<uint32_t>(s.top_k, INT32_MAX));
@@ -62,7 +62,7 @@ qos::SchedRequest MakeSchedRequest(const ari_Request& request, const RequestInfo
 
 }  // namespace
 
-void Node::Refuse(const ari_Request& request, ari_Status status, std::string_view message) {
+void Node::Refuse(const ari_Request& request, ari_ChunkStatus status, std::string_view message) {
   const std::string_view rid = dds::FixedView(request.request_id);
   Log("refused %.*s: %s %.*s", static_cast<int>(rid.size()), rid.data(),
       status == ari_STATUS_BUSY       ? "BUSY"
@@ -72,6 +72,8 @@ void Node::Refuse(const ari_Request& request, ari_Status status, std::string_vie
       static_cast<int>(message.size()), message.data());
   (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
+    c.key_hi = request.key_hi;
+    c.key_lo = request.key_lo;
     std::memcpy(c.request_id, request.request_id, sizeof c.request_id);
     c.request_id[sizeof c.request_id - 1] = '\0';
     std::memcpy(c.client_id, request.client_id, sizeof c.client_id);
@@ -119,7 +121,7 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   const std::string cid(dds::FixedView(request.client_id));
   const int64_t now = NowNs();
   // Refusals are published after mu_ is released (lock order: transport, then mu_).
-  ari_Status refuse = ari_STATUS_OK;
+  ari_ChunkStatus refuse = ari_STATUS_OK;
   std::string why;
   if (!ScreenRequest(rid, cid, now, &refuse, &why)) return;
   if (refuse != ari_STATUS_OK) return Refuse(request, refuse, why);
@@ -147,6 +149,7 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
     std::lock_guard<std::mutex> l(mu_);
     live_.erase(id);
     by_request_id_.erase(rid);
+    EraseKey({request.key_hi, request.key_lo}, id);
   }
   structured_->pool().Release(slot);  // no-op for -1
   RefuseNotSubmitted(request, st, sr_urgency);
@@ -178,7 +181,7 @@ bool Node::MayAskCritical(const ari_Request& request, const RequestInfo& info) c
 }
 
 bool Node::ScreenRequest(const std::string& rid, const std::string& cid, int64_t now,
-                         ari_Status* refuse, std::string* why) {
+                         ari_ChunkStatus* refuse, std::string* why) {
   std::lock_guard<std::mutex> l(mu_);
   if (by_request_id_.contains(rid)) {
     // Answering would put a second terminal into the live request's stream (same key).
@@ -209,11 +212,13 @@ uint64_t Node::AddLive(const ari_Request& request, const std::string& rid, const
     LiveRequest lr;
     lr.request_id = rid;
     lr.client_id = cid;
+    lr.key = {request.key_hi, request.key_lo};
     lr.urgency = request.urgency;
     lr.admitted_ns = now;
     lr.constraint = constraint;
     live_.emplace(id, std::move(lr));
     by_request_id_.emplace(rid, id);
+    by_key_.emplace(lr.key, id);
   }
   sr.id = id;
   return id;
@@ -238,6 +243,7 @@ void Node::RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st,
 }
 
 void Node::OnCancel(const ari_Cancel& cancel) {
+  if (cancel.request_id[0] == '\0') return OnDispose(cancel.key_hi, cancel.key_lo);
   const std::string rid(dds::FixedView(cancel.request_id));
   const std::string_view cid = dds::FixedView(cancel.client_id);
   uint64_t id = 0;
@@ -259,11 +265,31 @@ void Node::OnCancel(const ari_Cancel& cancel) {
   scheduler_->Cancel(id);
 }
 
+void Node::EraseKey(const RequestKey& key, uint64_t id) {
+  // Two live requests with one key (a client bug) keep the first's entry.
+  if (auto it = by_key_.find(key); it != by_key_.end() && it->second == id) by_key_.erase(it);
+}
+
+void Node::OnDispose(uint64_t key_hi, uint64_t key_lo) {
+  uint64_t id = 0;
+  std::string rid;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = by_key_.find({key_hi, key_lo});
+    if (it == by_key_.end()) return;  // finished already: nothing to withdraw
+    id = it->second;
+    rid = live_.at(id).request_id;
+  }
+  Log("request %s disposed by its writer: cancelling", rid.c_str());
+  scheduler_->Cancel(id);
+}
+
 void Node::OnChunk(const qos::ChunkEvent& ev) {
   const int64_t now = NowNs();
   std::string rid, cid;
+  RequestKey key;
   uint32_t seq = 0;
-  ari_Timing timing{};
+  ari_ChunkTiming timing{};
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = live_.find(ev.id);
@@ -273,6 +299,7 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
     lr.tokens += static_cast<uint32_t>(ev.tokens.size());
     rid = lr.request_id;
     cid = lr.client_id;
+    key = lr.key;
     seq = lr.seq;
     if (lr.first_token_ns >= 0) {
       timing.time_to_first_token_us = Us(lr.first_token_ns - lr.admitted_ns);
@@ -295,6 +322,8 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
     const size_t ntok = std::min<size_t>(ev.tokens.size() - tok, ari_kChunkMaxTokens);
     (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
       c = ari_TokenChunk{};
+      c.key_hi = key.first;
+      c.key_lo = key.second;
       dds::CopyFixed(rid, c.request_id);
       dds::CopyFixed(cid, c.client_id);
       c.sequence_number = seq + published;
@@ -329,9 +358,10 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
     lr = std::move(it->second);
     live_.erase(it);
     by_request_id_.erase(lr.request_id);
+    EraseKey(lr.key, ev.id);
   }
   const int64_t now = NowNs();
-  ari_Status status = WireStatus(ev.status);
+  ari_ChunkStatus status = WireStatus(ev.status);
   std::string message(ev.message);
   if (ev.status == qos::TerminalStatus::kDone && ev.deadline_missed) {
     message = "deadline missed; finished degraded";
@@ -350,6 +380,8 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
       static_cast<int>(message.size()), message.data());
   (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
+    c.key_hi = lr.key.first;
+    c.key_lo = lr.key.second;
     dds::CopyFixed(lr.request_id, c.request_id);
     dds::CopyFixed(lr.client_id, c.client_id);
     c.sequence_number = lr.seq;

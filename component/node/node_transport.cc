@@ -29,6 +29,7 @@ Result<std::unique_ptr<NodeTransport>> NodeTransport::Create(std::shared_ptr<dds
   }
   std::unique_ptr<NodeTransport> t(new NodeTransport());
   t->options_ = std::move(options);
+  t->status_key_ = dds::KeyOfName(t->options_.node_id);
   auto pp = dds::Participant::Create(std::move(domain));
   if (!pp) return std::unexpected(pp.error());
   t->participant_ = std::move(*pp);
@@ -141,18 +142,38 @@ void NodeTransport::HandleRequests() {
     dds_instance_handle_t publication = 0;
   };
   std::vector<Received> batch;
-  auto n = request_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t& info) {
-    if (sample == nullptr) return;  // instance state change only
-    Received r;
-    std::memcpy(&r.request, sample, sizeof r.request);
-    r.info.source_timestamp_ns = info.source_timestamp;
-    r.info.reception_timestamp_ns = dds_time();
-    r.publication = info.publication_handle;
-    batch.push_back(r);
-  });
+  std::vector<ari_Cancel> disposed;  // key only: Node::OnCancel -> OnDispose
+  auto n = request_reader_.TakeLoaned(
+      16,
+      [&](const void* sample, const dds_sample_info_t& info) {
+        if (!info.valid_data) {
+          // Unregister: the writer lost interest (normal after a request ends). Dispose:
+          // the request is withdrawn. Only the key is known (16 bytes: = the key hash any
+          // vendor sends); the request id is not.
+          if (info.instance_state == DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE && sample) {
+            const auto* k = static_cast<const ari_Request*>(sample);
+            ari_Cancel c{};
+            c.key_hi = k->key_hi;
+            c.key_lo = k->key_lo;
+            disposed.push_back(c);
+          }
+          return;
+        }
+        Received r;
+        std::memcpy(&r.request, sample, sizeof r.request);
+        r.info.source_timestamp_ns = info.source_timestamp;
+        r.info.reception_timestamp_ns = dds_time();
+        r.publication = info.publication_handle;
+        batch.push_back(r);
+      },
+      true);
   if (!n) {
     receive_errors_.fetch_add(1);
     return;
+  }
+  for (const ari_Cancel& c : disposed) {
+    disposes_.fetch_add(1);
+    if (on_cancel_) on_cancel_(c);
   }
   for (Received& r : batch) {
     if (auto who = request_reader_.WriterParticipant(r.publication); who) {
@@ -168,9 +189,10 @@ void NodeTransport::HandleRequests() {
 void NodeTransport::HandleCancels() {
   std::vector<ari_Cancel> batch;
   auto n = cancel_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t&) {
-    if (sample == nullptr) return;
+    if (sample == nullptr) return;  // unregister / dispose of a cancel: nothing to do
     ari_Cancel c;
     std::memcpy(&c, sample, sizeof c);
+    if (c.request_id[0] == '\0') return;  // not a cancel (empty request id)
     batch.push_back(c);
   });
   if (!n) {
@@ -207,7 +229,7 @@ Result<void> NodeTransport::Publish(const ari_TokenChunk& chunk) {
 }
 
 Result<void> NodeTransport::PublishInPlace(const std::function<void(ari_TokenChunk&)>& fill) {
-  ari_TokenChunk key{};
+  ari_TokenChunk key{};  // key fields only
   bool terminal = false;
   std::lock_guard<std::mutex> lock(chunk_mutex_);
   auto write = [&] {
@@ -216,7 +238,8 @@ Result<void> NodeTransport::PublishInPlace(const std::function<void(ari_TokenChu
           auto* c = static_cast<ari_TokenChunk*>(sample);
           fill(*c);
           terminal = c->terminal;
-          std::memcpy(key.request_id, c->request_id, sizeof key.request_id);
+          key.key_hi = c->key_hi;
+          key.key_lo = c->key_lo;
         },
         &chunk_scratch_);
   };
@@ -239,6 +262,8 @@ Result<void> NodeTransport::PublishInPlace(const std::function<void(ari_TokenChu
 Result<void> NodeTransport::PublishStatus(const ari_NodeStatus& status) {
   ari_NodeStatus copy = status;
   if (copy.node_id[0] == '\0') dds::CopyFixed(options_.node_id, copy.node_id);
+  copy.key_hi = status_key_.hi;
+  copy.key_lo = status_key_.lo;
   auto r = status_writer_.Write(&copy);
   if (r) statuses_.fetch_add(1);
   return r;

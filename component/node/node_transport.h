@@ -60,7 +60,9 @@ class NodeTransport {
   NodeTransport(const NodeTransport&) = delete;
   NodeTransport& operator=(const NodeTransport&) = delete;
 
-  // Starts the receive thread. Handlers run on it: keep them short (enqueue).
+  // Starts the receive thread. Handlers run on it: keep them short (enqueue). A disposed
+  // Request instance reaches on_cancel as a Cancel with only its key set (request_id
+  // empty).
   Result<void> Start(RequestHandler on_request, CancelHandler on_cancel);
   // Stops and joins the receive thread (idempotent). Writers stay usable.
   void Stop();
@@ -78,6 +80,8 @@ class NodeTransport {
   bool chunk_shared_memory() const { return chunk_writer_.shared_memory(); }
   bool request_shared_memory() const { return request_reader_.shared_memory(); }
   NodeTransportStats stats() const;
+  // Request instances disposed by their writer (each cancels its request when live).
+  uint64_t disposes() const { return disposes_.load(); }
   // "transport: shared memory on ..." line for start-up logs.
   std::string Describe() const;
 
@@ -107,6 +111,8 @@ class NodeTransport {
   ari_TokenChunk chunk_scratch_{};
   std::atomic<uint64_t> requests_{0}, cancels_{0}, statuses_{0}, receive_errors_{0};
   std::atomic<uint64_t> publish_retries_{0};
+  std::atomic<uint64_t> disposes_{0};  // Request instances disposed by their writer
+  dds::InstanceKey status_key_;        // NodeStatus key: KeyOfName(node_id)
 };
 
 }  // namespace ari::component

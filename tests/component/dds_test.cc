@@ -188,7 +188,7 @@ TEST(EncodeRequest, PromptTurnsAndLimits) {
   empty_turn.turns = {{ari_ROLE_USER, ""}};
   EXPECT_FALSE(EncodeRequest(empty_turn, "c-6", "c", &r));
   AskParams urg = Prompt("x");
-  urg.urgency = static_cast<ari_Urgency>(9);
+  urg.urgency = static_cast<ari_UrgencyClass>(9);
   EXPECT_FALSE(EncodeRequest(urg, "c-7", "c", &r));
   AskParams zero = Prompt("x");
   zero.max_tokens = 0;
@@ -205,7 +205,7 @@ TEST(EncodeRequest, SystemTurnsAndPromptMakeChatForm) {
   ASSERT_TRUE(EncodeRequest(p, "c-9", "c", &r));
   EXPECT_EQ(r.prompt_len, 0u);
   ASSERT_EQ(r.n_turns, 4u);
-  const ari_Role roles[] = {ari_ROLE_SYSTEM, ari_ROLE_USER, ari_ROLE_ASSISTANT, ari_ROLE_USER};
+  const ari_TurnRole roles[] = {ari_ROLE_SYSTEM, ari_ROLE_USER, ari_ROLE_ASSISTANT, ari_ROLE_USER};
   const char* texts[] = {"Be brief.", "Hi", "Hello.", "Where is the next charger?"};
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(r.turns[i].role, roles[i]);

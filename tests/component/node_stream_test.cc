@@ -68,7 +68,7 @@ class NodeStream : public ::testing::Test {
 
 // The node runs without a sensor here, so every chunk uses the policy's conservative table:
 // CRITICAL W8A16, the other classes W4A8 (config/policy_default.textproto).
-runtime::Precision ConservativePrecision(ari_Urgency u) {
+runtime::Precision ConservativePrecision(ari_UrgencyClass u) {
   return u == ari_URGENCY_CRITICAL ? runtime::Precision::kW8A16 : runtime::Precision::kW4A8;
 }
 
@@ -143,8 +143,8 @@ TEST_F(NodeStream, StreamIsContiguousWithOneTerminalAndEqualsInProcessEngine) {
 }
 
 TEST_F(NodeStream, ConcurrentClientsWithMixedUrgencyAllFinishIntact) {
-  const ari_Urgency urg[] = {ari_URGENCY_BACKGROUND, ari_URGENCY_NORMAL, ari_URGENCY_HIGH,
-                             ari_URGENCY_CRITICAL};
+  const ari_UrgencyClass urg[] = {ari_URGENCY_BACKGROUND, ari_URGENCY_NORMAL, ari_URGENCY_HIGH,
+                                  ari_URGENCY_CRITICAL};
   const std::string prompt = "The little bird";
   Reference refs[4];
   for (int i = 0; i < 4; ++i) refs[i] = InProcess(prompt, 24, ConservativePrecision(urg[i]));
@@ -223,6 +223,9 @@ class RawPeer {
   static ari_Request Make(const std::string& id, const std::string& prompt, uint32_t max_tokens,
                           const std::string& client = "raw") {
     ari_Request r{};
+    const dds::InstanceKey key = dds::KeyOfName(id);  // one instance per request
+    r.key_hi = key.hi;
+    r.key_lo = key.lo;
     dds::CopyFixed(id, r.request_id);
     dds::CopyFixed(client, r.client_id);
     r.urgency = ari_URGENCY_NORMAL;
@@ -234,6 +237,9 @@ class RawPeer {
   bool Send(const ari_Request& r) { return writer_.Write(&r).has_value(); }
   void Cancel(const std::string& id, const std::string& client = "raw") {
     ari_Cancel c{};
+    const dds::InstanceKey key = dds::KeyOfName(id);
+    c.key_hi = key.hi;
+    c.key_lo = key.lo;
     dds::CopyFixed(id, c.request_id);
     dds::CopyFixed(client, c.client_id);
     (void)cancel_.Write(&c);
@@ -273,7 +279,7 @@ class RawPeer {
   std::map<std::string, std::vector<ari_TokenChunk>> seen_;
 };
 
-void ExpectOneTerminal(const std::vector<ari_TokenChunk>& chunks, ari_Status status,
+void ExpectOneTerminal(const std::vector<ari_TokenChunk>& chunks, ari_ChunkStatus status,
                        const std::string& needle, const std::string& what) {
   ASSERT_FALSE(chunks.empty()) << what << ": no answer";
   ASSERT_EQ(chunks.size(), 1u) << what;
