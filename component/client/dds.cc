@@ -190,6 +190,12 @@ Qos& Qos::AutomaticLiveliness(Duration lease) {
   return *this;
 }
 
+Qos& Qos::DataRepresentationXcdr1() {
+  const dds_data_representation_id_t xcdr1[] = {DDS_DATA_REPRESENTATION_XCDR1};
+  dds_qset_data_representation(qos_, 1, xcdr1);
+  return *this;
+}
+
 const TopicQosSpec& TopicQos(TopicKind kind) {
   // name, writer depth, reader depth, transient-local, writer liveliness lease
   // Depths: a reliable KEEP_LAST writer keeps at most `writer_depth` unacknowledged
@@ -247,6 +253,10 @@ Qos WriterQos(TopicKind kind, Duration liveliness_lease) {
   const TopicQosSpec& spec = TopicQos(kind);
   Qos q = BaseQos(spec, spec.writer_depth);
   q.AutomaticLiveliness(spec.writer_liveliness_lease ? liveliness_lease : Duration::max());
+  // XCDR1, the encoding every vendor reads (Fast DDS 2.9 readers accept only XCDR1 by
+  // default); ARI's types are @final without optionals, so XCDR1 carries them whole.
+  // Readers keep Cyclone's default (XCDR1 and XCDR2). docs/interface.md "Interop".
+  q.DataRepresentationXcdr1();
   return q;
 }
 

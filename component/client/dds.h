@@ -119,6 +119,7 @@ class Qos {
   Qos& TransientLocal();
   Qos& DurabilityService(int32_t depth);  // KEEP_LAST depth kept for late joiners
   Qos& AutomaticLiveliness(Duration lease);
+  Qos& DataRepresentationXcdr1();  // writers: the encoding every vendor reads
   const dds_qos_t* get() const { return qos_; }
 
  private:

@@ -218,7 +218,7 @@ uint64_t Node::AddLive(const ari_Request& request, const std::string& rid, const
     lr.constraint = constraint;
     live_.emplace(id, std::move(lr));
     by_request_id_.emplace(rid, id);
-    by_key_.emplace(lr.key, id);
+    by_key_.emplace(RequestKey{request.key_hi, request.key_lo}, id);
   }
   sr.id = id;
   return id;

@@ -140,27 +140,28 @@ void NodeTransport::HandleRequests() {
     ari_Request request{};
     RequestInfo info;
     dds_instance_handle_t publication = 0;
+    bool valid = true;      // a request (else a state change: only the key is set)
+    bool disposed = false;  // the instance was disposed: withdraw the request (after it)
   };
   std::vector<Received> batch;
-  std::vector<ari_Cancel> disposed;  // key only: Node::OnCancel -> OnDispose
   auto n = request_reader_.TakeLoaned(
       16,
       [&](const void* sample, const dds_sample_info_t& info) {
-        if (!info.valid_data) {
-          // Unregister: the writer lost interest (normal after a request ends). Dispose:
-          // the request is withdrawn. Only the key is known (16 bytes: = the key hash any
-          // vendor sends); the request id is not.
-          if (info.instance_state == DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE && sample) {
-            const auto* k = static_cast<const ari_Request*>(sample);
-            ari_Cancel c{};
-            c.key_hi = k->key_hi;
-            c.key_lo = k->key_lo;
-            disposed.push_back(c);
-          }
-          return;
-        }
+        // Unregister (invalid data, NO_WRITERS): the writer lost interest, normal after a
+        // request ends. Dispose: the request is withdrawn; a dispose that arrives before
+        // its request was taken only marks the request's instance state. The key is 16
+        // bytes, so a key-hash-only dispose from any vendor maps back to it.
+        const bool disposed = info.instance_state == DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE;
+        if (sample == nullptr || (!info.valid_data && !disposed)) return;
         Received r;
-        std::memcpy(&r.request, sample, sizeof r.request);
+        if (info.valid_data) {
+          std::memcpy(&r.request, sample, sizeof r.request);
+        } else {
+          r.request.key_hi = static_cast<const ari_Request*>(sample)->key_hi;
+          r.request.key_lo = static_cast<const ari_Request*>(sample)->key_lo;
+        }
+        r.valid = info.valid_data;
+        r.disposed = disposed;
         r.info.source_timestamp_ns = info.source_timestamp;
         r.info.reception_timestamp_ns = dds_time();
         r.publication = info.publication_handle;
@@ -171,18 +172,23 @@ void NodeTransport::HandleRequests() {
     receive_errors_.fetch_add(1);
     return;
   }
-  for (const ari_Cancel& c : disposed) {
-    disposes_.fetch_add(1);
-    if (on_cancel_) on_cancel_(c);
-  }
   for (Received& r : batch) {
-    if (auto who = request_reader_.WriterParticipant(r.publication); who) {
-      r.info.requester = *who;
-      r.info.requester_known = true;
-      r.info.requester_matched = WaitRequesterMatched(*who);
+    if (r.valid) {
+      if (auto who = request_reader_.WriterParticipant(r.publication); who) {
+        r.info.requester = *who;
+        r.info.requester_known = true;
+        r.info.requester_matched = WaitRequesterMatched(*who);
+      }
+      requests_.fetch_add(1);
+      on_request_(r.request, r.info);
     }
-    requests_.fetch_add(1);
-    on_request_(r.request, r.info);
+    if (r.disposed) {  // Node::OnCancel -> OnDispose (key only)
+      disposes_.fetch_add(1);
+      ari_Cancel c{};
+      c.key_hi = r.request.key_hi;
+      c.key_lo = r.request.key_lo;
+      if (on_cancel_) on_cancel_(c);
+    }
   }
 }
 

@@ -79,6 +79,18 @@ TEST(DdsWrappers, SharedMemoryConfigFallsBackWithoutRoudi) {
   EXPECT_EQ(w->stats().loaned_writes, 0u);
 }
 
+// NodeStatus / SimEnvironment keys (docs/interface.md "Keys"): FNV-1a 64 from two bases.
+// Expected values computed independently (FNV-1a 64 of "a" is the published
+// 0xaf63dc4c8601ec8c).
+TEST(DdsWrappers, KeyOfNameIsTwoFnv1aHashes) {
+  EXPECT_EQ(dds::KeyOfName("a").hi, 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(dds::KeyOfName("a").lo, 0x789e3e398d3ff5ffull);
+  EXPECT_EQ(dds::KeyOfName("ari-node").hi, 0x396a654262b62948ull);
+  EXPECT_EQ(dds::KeyOfName("ari-node").lo, 0xa809e3e3553511bdull);
+  EXPECT_EQ(dds::KeyOfName("").hi, 0xcbf29ce484222325ull);
+  EXPECT_NE(dds::KeyOfName("node-1").hi, dds::KeyOfName("node-2").hi);
+}
+
 TEST(DdsWrappers, BadConfigAndDomainAreErrors) {
   auto opts = Loopback();
   opts.config = "file:///nonexistent/cyclone.xml";

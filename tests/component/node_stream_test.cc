@@ -235,6 +235,8 @@ class RawPeer {
     return r;
   }
   bool Send(const ari_Request& r) { return writer_.Write(&r).has_value(); }
+  // Disposes the request's instance (by its 16-byte key): the node cancels it.
+  bool Dispose(const ari_Request& r) { return dds_dispose(writer_.handle(), &r) == DDS_RETCODE_OK; }
   void Cancel(const std::string& id, const std::string& client = "raw") {
     ari_Cancel c{};
     const dds::InstanceKey key = dds::KeyOfName(id);
@@ -332,6 +334,31 @@ TEST_F(NodeStream, EveryBadRequestGetsOneTerminalAtOnce) {
   EXPECT_TRUE(again.back().terminal);
   EXPECT_EQ(dds::RawEnum(again.back().status), ari_STATUS_REJECTED);
   EXPECT_NE(std::string(dds::FixedView(again.back().message)).find("duplicate"), std::string::npos);
+}
+
+// Disposing a Request instance withdraws the request (docs/interface.md "Keys").
+TEST_F(NodeStream, DisposedRequestIsCancelledByKey) {
+  RawPeer peer;
+  ASSERT_TRUE(peer.Init());
+  auto r = RawPeer::Make("disposed-1", "Once upon a time", 250);
+  r.urgency = ari_URGENCY_BACKGROUND;  // paced: long enough to be cancelled mid-stream
+  ASSERT_TRUE(peer.Send(r));
+  // After the first chunk: the writer's KEEP_LAST 1 history would let an immediate dispose
+  // replace the unacknowledged request sample (then the node never sees the request).
+  for (int i = 0; i < 3000 && peer.AwaitTerminal("disposed-1", 0s).empty(); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(peer.Dispose(r));
+  auto chunks = peer.AwaitTerminal("disposed-1");
+  ASSERT_FALSE(chunks.empty()) << g_node->Log();
+  EXPECT_TRUE(chunks.back().terminal);
+  EXPECT_EQ(dds::RawEnum(chunks.back().status), ari_STATUS_CANCELLED) << chunks.back().message;
+  EXPECT_LT(chunks.back().timing.tokens_generated, 250u);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    EXPECT_EQ(chunks[i].sequence_number, i);
+    EXPECT_EQ(chunks[i].key_hi, r.key_hi);
+    EXPECT_EQ(chunks[i].key_lo, r.key_lo);
+  }
 }
 
 TEST_F(NodeStream, FullQueueAndRateLimitAreRefused) {
