@@ -35,6 +35,8 @@ PACKAGES=(
                                           # cannot compile libstdc++ 12's <expected>)
   clang-tidy-16 clang-format-16           # lint: .clang-tidy, .clang-format (scripts/lint.sh)
   chromium                                # headless render test of the replay report (sim.report)
+  fastddsgen libfastrtps-dev libfastcdr-dev  # cross-vendor interop test (tests/interop): Fast DDS
+  openjdk-17-jre-headless                 # fastddsgen is a Java program (Debian 12 JRE)
 )
 
 log() {  # with the time since the command started: where CI's minutes go

@@ -46,7 +46,7 @@ using std::chrono::steady_clock;
 
 double Secs(steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-ari_Urgency WireUrgency(qos::Urgency u) {
+ari_UrgencyClass WireUrgency(qos::Urgency u) {
   switch (u) {
     case qos::Urgency::kCritical: return ari_URGENCY_CRITICAL;
     case qos::Urgency::kHigh: return ari_URGENCY_HIGH;
@@ -282,6 +282,9 @@ void LiveRun::PublishEnv(SteadyTime now) {
   if (!o_.send_environment) return;
   ari_SimEnvironment s{};
   dds::CopyFixed(o_.source_id, s.source_id);
+  const dds::InstanceKey key = dds::KeyOfName(o_.source_id);
+  s.key_hi = key.hi;
+  s.key_lo = key.lo;
   s.seq = ++env_.seq;
   s.log_time_ms = static_cast<uint64_t>(std::max(0.0, LogS(now) * 1e3));
   s.soc_temperature_c = env_.soc;

@@ -3,7 +3,7 @@
 // The log's requests are published (one ari_client Client per log client name) at the
 // log's times divided by time_scale; every TokenChunk of every answer is recorded with
 // its reception time. The log's environment (soc_temperature, ambient_temperature,
-// memory_available, cpu_frequency_cap) is published on ari/v1/sim_environment as the
+// memory_available, cpu_frequency_cap) is published on ari/v2/sim_environment as the
 // state in force, at each change and every env_period_ms (so a node configured with
 // sensor { kind: SENSOR_DDS_REPLAY } sees fresh samples; any other node ignores the
 // topic). The result is the same ReplayReport as model mode (sim/report.h), from
@@ -38,7 +38,7 @@ struct LiveReplayOptions {
   const qos::Policy* policy = nullptr;               // required: the node's policy (class default
                                                      //   deadlines, band names and thresholds)
   double time_scale = 1.0;                           // > 0: the log runs this many times faster
-  bool send_environment = true;                      // publish ari/v1/sim_environment
+  bool send_environment = true;                      // publish ari/v2/sim_environment
   std::string source_id = "ari-sim";                 // SimEnvironment key
   int64_t env_period_ms = 250;                       // republish period of the environment (wall)
   int64_t sample_period_ms = 1000;                   // timeline sample period (log time)

@@ -8,7 +8,7 @@
 
 namespace ari::component {
 
-std::string_view WirePrecisionName(ari_Precision p) {
+std::string_view WirePrecisionName(ari_PrecisionMode p) {
   switch (dds::RawEnum(p)) {
     case ari_PRECISION_REFERENCE: return "fp32-reference";
     case ari_PRECISION_W8A16: return "W8A16";

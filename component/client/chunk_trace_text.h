@@ -11,9 +11,9 @@
 
 namespace ari::component {
 
-std::string_view WirePrecisionName(ari_Precision p);  // "W8A16", "W4A8", "fp32-reference"
-std::string_view WireIsaName(ari_IsaTier t);          // "scalar", "avx2", "avx512vnni", ...
-std::string_view WireKvName(ari_KvType k);            // "f32", "f16", "int8"
+std::string_view WirePrecisionName(ari_PrecisionMode p);  // "W8A16", "W4A8", "fp32-reference"
+std::string_view WireIsaName(ari_IsaTier t);              // "scalar", "avx2", "avx512vnni", ...
+std::string_view WireKvName(ari_KvType k);                // "f32", "f16", "int8"
 // "0-3,6" (bit 63 is shown as "63+": any CPU id >= 63); "-" for an empty mask.
 std::string CpuListText(uint64_t mask);
 // The same into out[0..cap) without allocating (NUL-terminated, truncated); its length.

@@ -282,9 +282,13 @@ Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams
   if (auto r = EncodeRequest(params, id, options_.client_id, &request_scratch_); !r) {
     return std::unexpected(r.error());
   }
+  // Instance key: this client's random nonce + the request counter (docs/interface.md).
+  request_scratch_.key_hi = SplitMix64(random_seed_);
+  request_scratch_.key_lo = n;
   if (auto r = WaitMatched(); !r) return std::unexpected(r.error());
   auto state = std::make_shared<StreamState>();
   state->request_id = id;
+  state->key = {request_scratch_.key_hi, request_scratch_.key_lo};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     streams_[id] = state;  // registered before writing: no chunk can be missed
@@ -302,19 +306,37 @@ Result<void> ClientCore::Cancel(std::string_view request_id) {
     return MakeError(ErrorCode::kInvalidArgument, "bad request id for cancel");
   }
   dds::CopyFixed(options_.client_id, c.client_id);
-  return cancel_writer_.Write(&c);
+  // Keyed by the request's key when it is one of ours; else (another client's id) by a
+  // hash of the id. The node acts on request_id + client_id.
+  dds::InstanceKey key = dds::KeyOfName(request_id);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = streams_.find(std::string(request_id)); it != streams_.end()) {
+      key = it->second->key;
+    }
+  }
+  c.key_hi = key.hi;
+  c.key_lo = key.lo;
+  auto r = cancel_writer_.Write(&c);
+  if (!r) return r;
+  return cancel_writer_.Unregister(&c);  // one cancel per instance: end it now
 }
 
 void ClientCore::Forget(const std::string& request_id) {
+  ari_Request key{};  // key fields only
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    streams_.erase(request_id);
+    auto it = streams_.find(request_id);
+    if (it == streams_.end()) return;  // forgotten already
+    key.key_hi = it->second->key.hi;
+    key.key_lo = it->second->key.lo;
+    streams_.erase(it);
   }
   // End the request's instance on our writer so caches do not grow per request.
-  ari_Request key;
-  std::memset(key.request_id, 0, sizeof key.request_id);
-  dds::CopyFixed(request_id, key.request_id);
-  (void)request_writer_.Unregister(&key);
+  if (auto r = request_writer_.Unregister(&key); !r) {
+    std::fprintf(stderr, "ari client: unregister of %s: %s\n", request_id.c_str(),
+                 r.error().ToString().c_str());
+  }
 }
 
 }  // namespace ari::component

@@ -39,7 +39,7 @@ struct ClientOptions {
 };
 
 struct Turn {
-  ari_Role role = ari_ROLE_USER;
+  ari_TurnRole role = ari_ROLE_USER;
   std::string text;
 };
 
@@ -51,11 +51,11 @@ struct AskParams {
   std::string prompt;       // alone: a plain prompt; with system/turns: the last user turn
   std::string system;       // system prompt (makes the request chat form)
   std::vector<Turn> turns;  // chat turns, in order (a conversation so far)
-  ari_Urgency urgency = ari_URGENCY_NORMAL;
+  ari_UrgencyClass urgency = ari_URGENCY_NORMAL;
   uint32_t max_tokens = 128;
-  uint32_t deadline_ms = 0;  // 0 = the node's default for the urgency class
-  uint64_t session_id = 0;   // 0 = stateless
-  ari_Sampling sampling{};   // zero = greedy
+  uint32_t deadline_ms = 0;       // 0 = the node's default for the urgency class
+  uint64_t session_id = 0;        // 0 = stateless
+  ari_SamplingParams sampling{};  // zero = greedy
   // Structured output (docs/structured_output.md): at most one of these. The answer is
   // then constrained; the terminal chunk's format_state says whether it is complete.
   std::string schema_name;  // a schema registered in the node config (<= 31 bytes)
@@ -83,12 +83,12 @@ struct NodeView {
 };
 
 struct StreamSummary {
-  ari_Status status = ari_STATUS_OK;
+  ari_ChunkStatus status = ari_STATUS_OK;
   std::string text;  // concatenated chunk texts
   std::vector<int32_t> tokens;
   uint32_t chunks = 0;
-  uint32_t gaps = 0;    // missing sequence numbers (should be 0)
-  ari_Timing timing{};  // from the terminal chunk
+  uint32_t gaps = 0;         // missing sequence numbers (should be 0)
+  ari_ChunkTiming timing{};  // from the terminal chunk
   std::string message;
   // Constrained requests: FORMAT_COMPLETE when the text is a complete, valid answer;
   // FORMAT_INCOMPLETE when it stopped before (max_tokens, ...). FORMAT_NONE otherwise.

@@ -10,7 +10,7 @@
 namespace ari::component {
 
 Result<Turn> ParseTurn(std::string_view spec) {
-  constexpr std::pair<std::string_view, ari_Role> kRoles[] = {
+  constexpr std::pair<std::string_view, ari_TurnRole> kRoles[] = {
       {"system", ari_ROLE_SYSTEM}, {"user", ari_ROLE_USER}, {"assistant", ari_ROLE_ASSISTANT}};
   for (const auto& [name, role] : kRoles) {
     if (spec.size() > name.size() && spec.starts_with(name) && spec[name.size()] == ':') {

@@ -19,6 +19,7 @@ namespace ari::component {
 
 struct StreamState {
   std::string request_id;
+  dds::InstanceKey key;  // the request's instance key (Request.key_hi / key_lo)
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<ari_TokenChunk> queue;

@@ -190,6 +190,12 @@ Qos& Qos::AutomaticLiveliness(Duration lease) {
   return *this;
 }
 
+Qos& Qos::DataRepresentationXcdr1() {
+  const dds_data_representation_id_t xcdr1[] = {DDS_DATA_REPRESENTATION_XCDR1};
+  dds_qset_data_representation(qos_, 1, xcdr1);
+  return *this;
+}
+
 const TopicQosSpec& TopicQos(TopicKind kind) {
   // name, writer depth, reader depth, transient-local, writer liveliness lease
   // Depths: a reliable KEEP_LAST writer keeps at most `writer_depth` unacknowledged
@@ -197,11 +203,11 @@ const TopicQosSpec& TopicQos(TopicKind kind) {
   // writer until that writer's first heartbeat and then gets it retransmitted, so the
   // chunk depth bounds how far a stream may run ahead of the slowest reader's ACKs.
   // The reader depth is also the iceoryx subscriber queue (max 256) under shm.
-  static const TopicQosSpec kRequest{"ari/v1/request", 1, 64, false, false};
-  static const TopicQosSpec kChunk{"ari/v1/token_chunk", 256, 256, false, false};
-  static const TopicQosSpec kCancel{"ari/v1/cancel", 8, 64, false, false};
-  static const TopicQosSpec kStatus{"ari/v1/node_status", 1, 1, true, true};
-  static const TopicQosSpec kSimEnv{"ari/v1/sim_environment", 1, 1, false, false};
+  static const TopicQosSpec kRequest{"ari/v2/request", 1, 64, false, false};
+  static const TopicQosSpec kChunk{"ari/v2/token_chunk", 256, 256, false, false};
+  static const TopicQosSpec kCancel{"ari/v2/cancel", 8, 64, false, false};
+  static const TopicQosSpec kStatus{"ari/v2/node_status", 1, 1, true, true};
+  static const TopicQosSpec kSimEnv{"ari/v2/sim_environment", 1, 1, false, false};
   switch (kind) {
     case TopicKind::kRequest: return kRequest;
     case TopicKind::kTokenChunk: return kChunk;
@@ -247,6 +253,10 @@ Qos WriterQos(TopicKind kind, Duration liveliness_lease) {
   const TopicQosSpec& spec = TopicQos(kind);
   Qos q = BaseQos(spec, spec.writer_depth);
   q.AutomaticLiveliness(spec.writer_liveliness_lease ? liveliness_lease : Duration::max());
+  // XCDR1, the encoding every vendor reads (Fast DDS 2.9 readers accept only XCDR1 by
+  // default); ARI's types are @final without optionals, so XCDR1 carries them whole.
+  // Readers keep Cyclone's default (XCDR1 and XCDR2). docs/interface.md "Interop".
+  q.DataRepresentationXcdr1();
   return q;
 }
 
@@ -401,7 +411,8 @@ Result<Reader> Reader::Create(const Participant& participant, const Topic& topic
 bool Reader::shared_memory() const { return dds_is_shared_memory_available(handle()); }
 
 Result<int> Reader::TakeLoaned(
-    int max, const std::function<void(const void*, const dds_sample_info_t&)>& visit) {
+    int max, const std::function<void(const void*, const dds_sample_info_t&)>& visit,
+    bool keys_of_invalid) {
   constexpr int kBatch = 16;
   void* buf[kBatch] = {};
   dds_sample_info_t infos[kBatch];
@@ -415,7 +426,7 @@ Result<int> Reader::TakeLoaned(
       samples_->fetch_add(1);
       if (shm) shm_samples_->fetch_add(1);
     }
-    visit(infos[i].valid_data ? buf[i] : nullptr, infos[i]);
+    visit(infos[i].valid_data || keys_of_invalid ? buf[i] : nullptr, infos[i]);
   }
   if (n > 0) {
     const dds_return_t rc = dds_return_loan(handle(), buf, n);
@@ -500,6 +511,19 @@ Result<size_t> WaitSet::Wait(std::span<dds_attach_t> out, Duration timeout) {
   const dds_return_t n = dds_waitset_wait(handle(), out.data(), out.size(), ToDds(timeout));
   if (n < 0) return DdsError(n, "dds_waitset_wait");
   return static_cast<size_t>(n);
+}
+
+InstanceKey KeyOfName(std::string_view name) {
+  // FNV-1a 64 over the bytes, once from the standard offset basis and once from a second
+  // basis (the standard one hashed with itself): docs/interface.md "Keys".
+  auto fnv = [&](uint64_t h) {
+    for (const char ch : name) {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 0x100000001b3ull;
+    }
+    return h;
+  };
+  return {fnv(0xcbf29ce484222325ull), fnv(0x84222325cbf29ce4ull)};
 }
 
 bool CopyFixed(std::string_view text, char* dst, size_t capacity) {

@@ -120,6 +120,7 @@ class Qos {
   Qos& TransientLocal();
   Qos& DurabilityService(int32_t depth);  // KEEP_LAST depth kept for late joiners
   Qos& AutomaticLiveliness(Duration lease);
+  Qos& DataRepresentationXcdr1();  // writers: the encoding every vendor reads
   const dds_qos_t* get() const { return qos_; }
 
  private:
@@ -232,8 +233,11 @@ class Reader {
 
   // Takes up to `max` samples as loans (zero copy under shared memory) and calls
   // visit(sample or nullptr for invalid-data infos, info) for each; returns the count.
+  // keys_of_invalid: invalid-data infos (dispose, unregister) get the sample too, whose
+  // key fields only are set (info.valid_data tells).
   Result<int> TakeLoaned(int max,
-                         const std::function<void(const void*, const dds_sample_info_t&)>& visit);
+                         const std::function<void(const void*, const dds_sample_info_t&)>& visit,
+                         bool keys_of_invalid = false);
   Result<dds_liveliness_changed_status_t> LivelinessChanged() const;
   Result<uint32_t> MatchedWriters() const;
   // True when a writer of `participant` (a remote participant key) is matched.
@@ -290,6 +294,14 @@ int32_t RawEnum(const E& e) {
   std::memcpy(&v, &e, sizeof v);
   return v;
 }
+
+// The 16-byte instance key of a topic keyed by a name (NodeStatus.node_id,
+// SimEnvironment.source_id): two FNV-1a 64 hashes of the name (docs/interface.md "Keys").
+struct InstanceKey {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+};
+InstanceKey KeyOfName(std::string_view name);
 
 // Copies text into a fixed char array, NUL padded; false when it does not fit
 // (capacity - 1 bytes usable so the field stays NUL-terminated).

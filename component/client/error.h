@@ -31,7 +31,7 @@ struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;  // human readable context: which call, which entity, why
   int32_t dds_rc = 0;   // DDS_RETCODE_* when code == kDds (else 0)
-  int32_t status = -1;  // ari_Status of the terminal chunk when the node answered (else -1)
+  int32_t status = -1;  // ari_ChunkStatus of the terminal chunk when the node answered (else -1)
 
   std::string ToString() const;
 };

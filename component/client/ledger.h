@@ -28,7 +28,7 @@
 
 namespace ari::component {
 
-constexpr int kWireStatusCount = 10;  // ari_Status values
+constexpr int kWireStatusCount = 10;  // ari_ChunkStatus values
 
 struct LedgerReport {
   uint64_t expected = 0;       // ids announced with Expect()
@@ -39,7 +39,7 @@ struct LedgerReport {
   uint64_t chunks = 0;         // all chunks seen (terminal or not)
   uint64_t terminals = 0;      // all terminal chunks seen
   uint64_t bad_sequence = 0;   // terminal whose sequence number != chunks seen before it
-  std::array<uint64_t, kWireStatusCount> by_status{};  // terminal statuses (ari_Status)
+  std::array<uint64_t, kWireStatusCount> by_status{};  // terminal statuses (ari_ChunkStatus)
   std::vector<std::string> examples;                   // a few offending ids with what is wrong
 
   bool ok() const { return missing == 0 && duplicates == 0 && stray == 0 && bad_sequence == 0; }

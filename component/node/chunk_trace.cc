@@ -35,13 +35,13 @@ void FillChunkTrace(const qos::ChunkEvent& ev, ari_TokenChunk& c) {
   c.has_trace = true;
   c.on_fallback = ev.on_fallback;
   c.isa_refused = ev.ran.isa_refused;
-  c.decided.precision = static_cast<ari_Precision>(ev.decided.precision);
+  c.decided.precision = static_cast<ari_PrecisionMode>(ev.decided.precision);
   c.decided.isa = static_cast<ari_IsaTier>(ev.decided.max_isa);
   c.decided.threads = NonNegative(ev.decided.threads);
   c.decided.layers_dropped = NonNegative(ev.decided.layer_drop);
   c.decided.cpus = ev.decided.cpu_mask;
   c.decided.kv_type = static_cast<ari_KvType>(ev.decided.kv_type);
-  c.ran.precision = static_cast<ari_Precision>(ev.ran.precision);
+  c.ran.precision = static_cast<ari_PrecisionMode>(ev.ran.precision);
   c.ran.isa = static_cast<ari_IsaTier>(ev.ran.isa);
   c.ran.threads = NonNegative(ev.ran.threads);
   c.ran.layers_dropped = NonNegative(ev.ran.layers_dropped);

@@ -1,4 +1,4 @@
-// Environment replay for simulation: the node side of topic ari/v1/sim_environment.
+// Environment replay for simulation: the node side of topic ari/v2/sim_environment.
 //
 // A node configured with sensor { kind: SENSOR_DDS_REPLAY } (and only such a node)
 // creates an EnvReplay: a receive thread waits on a DDS waitset for SimEnvironment
@@ -58,7 +58,7 @@ class EnvReplay {
   EnvReplay(const EnvReplay&) = delete;
   EnvReplay& operator=(const EnvReplay&) = delete;
 
-  // Subscribes to ari/v1/sim_environment on `domain` and starts the receive thread.
+  // Subscribes to ari/v2/sim_environment on `domain` and starts the receive thread.
   Result<void> Start(std::shared_ptr<dds::Domain> domain);
   void Stop();  // joins the thread (idempotent; the destructor calls it)
 

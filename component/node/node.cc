@@ -120,7 +120,7 @@ Result<config::NodeConfig> LoadNodeConfig(const std::filesystem::path& path) {
   return ParseNodeConfig(ss.str(), path.string());
 }
 
-ari_Status WireStatus(qos::TerminalStatus s) {
+ari_ChunkStatus WireStatus(qos::TerminalStatus s) {
   switch (s) {
     case qos::TerminalStatus::kDone: return ari_STATUS_DONE;
     case qos::TerminalStatus::kCancelled: return ari_STATUS_CANCELLED;
@@ -363,7 +363,7 @@ void Node::OpenMemorySource(const NodeOverrides& ov) {
   memory_source_ = ov.memory_source;
   if (!memory_source_ && env_) {
     memory_source_ = [env = env_.get()] { return env->Memory(); };
-    Log("memory and temperature from ari/v1/sim_environment (SENSOR_DDS_REPLAY)");
+    Log("memory and temperature from ari/v2/sim_environment (SENSOR_DDS_REPLAY)");
   } else if (memory_source_) {
     Log("memory reading injected by the caller");
   } else if (auto m = thermal::MemoryMonitor::Create(); m) {

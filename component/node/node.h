@@ -17,12 +17,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "component/client/error.h"
 #include "component/node/fallback_model.h"
@@ -68,7 +70,7 @@ std::filesystem::path ResolvePackCacheDir(const config::NodeConfig& config,
                                           const NodeOverrides& overrides);
 
 // Maps a scheduler terminal to the wire status.
-ari_Status WireStatus(qos::TerminalStatus s);
+ari_ChunkStatus WireStatus(qos::TerminalStatus s);
 
 class Node final : public qos::ChunkSink {
  public:
@@ -97,10 +99,13 @@ class Node final : public qos::ChunkSink {
   const FallbackModel* fallback_model() const { return fallback_.get(); }
 
  private:
+  // (key_hi, key_lo) of a request instance (idl/ari.idl, docs/interface.md "Keys").
+  using RequestKey = std::pair<uint64_t, uint64_t>;
   struct LiveRequest {
     std::string request_id;
     std::string client_id;
-    ari_Urgency urgency = ari_URGENCY_NORMAL;
+    RequestKey key{0, 0};
+    ari_UrgencyClass urgency = ari_URGENCY_NORMAL;
     uint32_t seq = 0;
     int64_t admitted_ns = 0;
     int64_t first_token_ns = -1;
@@ -136,7 +141,7 @@ class Node final : public qos::ChunkSink {
   // Duplicates, early cancels, rate limit (takes mu_). False: ignore the request (a
   // duplicate of a live one); else *refuse != OK says how to answer it and *why why.
   bool ScreenRequest(const std::string& rid, const std::string& cid, int64_t now,
-                     ari_Status* refuse, std::string* why);
+                     ari_ChunkStatus* refuse, std::string* why);
   // The constraint a request's response format asks for, from the pool (*slot; -1: free
   // text); INVALID (the compiler's message) or BUSY (pool full) otherwise.
   Verdict PrepareFormat(const ari_Request& request, int32_t* slot);
@@ -145,8 +150,12 @@ class Node final : public qos::ChunkSink {
                    int64_t now, int32_t constraint, qos::SchedRequest& sr);
   // The terminal for a request the scheduler did not admit.
   void RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st, qos::Urgency urgency);
+  // A cancel; one with an empty request_id is a disposed Request instance (only its key
+  // is known: NodeTransport), handled by OnDispose.
   void OnCancel(const ari_Cancel& cancel);
-  void Refuse(const ari_Request& request, ari_Status status, std::string_view message);
+  void OnDispose(uint64_t key_hi, uint64_t key_lo);
+  void EraseKey(const RequestKey& key, uint64_t id);  // from by_key_ if it maps to id (mu_)
+  void Refuse(const ari_Request& request, ari_ChunkStatus status, std::string_view message);
   // Publish accounting (NodeStatus publish_failures_*): counts a failed write by its
   // reason; for a terminal also terminal_undelivered, with one log line.
   void CountPublishFailure(const Error& error);
@@ -190,6 +199,7 @@ class Node final : public qos::ChunkSink {
   std::mutex mu_;  // guards everything below up to the atomics
   std::unordered_map<uint64_t, LiveRequest> live_;
   std::unordered_map<std::string, uint64_t> by_request_id_;
+  std::map<RequestKey, uint64_t> by_key_;  // live requests by instance key (dispose)
   RecentIds recent_ids_;
   RecentIds early_cancels_{256};  // cancels that overtook their request
   std::unique_ptr<RateLimiter> rate_;

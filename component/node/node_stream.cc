@@ -24,7 +24,7 @@ int64_t RealtimeNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-qos::Urgency ToQos(ari_Urgency u) {
+qos::Urgency ToQos(ari_UrgencyClass u) {
   switch (dds::RawEnum(u)) {
     case ari_URGENCY_CRITICAL: return qos::Urgency::kCritical;
     case ari_URGENCY_HIGH: return qos::Urgency::kHigh;
@@ -52,7 +52,7 @@ qos::SchedRequest MakeSchedRequest(const ari_Request& request, const RequestInfo
                             : 0;
     sr.deadline_ns = now - age + static_cast<int64_t>(request.deadline_ms) * 1'000'000;
   }
-  const ari_Sampling& s = request.sampling;
+  const ari_SamplingParams& s = request.sampling;
   sr.sampling.temperature = s.temperature;
   sr.sampling.top_p = (s.top_p <= 0.0f) ? 1.0f : s.top_p;
   sr.sampling.top_k = static_cast<int32_t>(std::min<uint32_t>(s.top_k, INT32_MAX));
@@ -81,7 +81,7 @@ void Node::CheckTerminalPublish(const Result<void>& r, std::string_view request_
       r.error().ToString().c_str());
 }
 
-void Node::Refuse(const ari_Request& request, ari_Status status, std::string_view message) {
+void Node::Refuse(const ari_Request& request, ari_ChunkStatus status, std::string_view message) {
   const std::string_view rid = dds::FixedView(request.request_id);
   Log("refused %.*s: %s %.*s", static_cast<int>(rid.size()), rid.data(),
       status == ari_STATUS_BUSY       ? "BUSY"
@@ -91,6 +91,8 @@ void Node::Refuse(const ari_Request& request, ari_Status status, std::string_vie
       static_cast<int>(message.size()), message.data());
   auto r = transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
+    c.key_hi = request.key_hi;
+    c.key_lo = request.key_lo;
     std::memcpy(c.request_id, request.request_id, sizeof c.request_id);
     c.request_id[sizeof c.request_id - 1] = '\0';
     std::memcpy(c.client_id, request.client_id, sizeof c.client_id);
@@ -145,7 +147,7 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   const std::string cid(dds::FixedView(request.client_id));
   const int64_t now = NowNs();
   // Refusals are published after mu_ is released (lock order: transport, then mu_).
-  ari_Status refuse = ari_STATUS_OK;
+  ari_ChunkStatus refuse = ari_STATUS_OK;
   std::string why;
   if (!ScreenRequest(rid, cid, now, &refuse, &why)) return;
   if (refuse != ari_STATUS_OK) return Refuse(request, refuse, why);
@@ -173,6 +175,7 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
     std::lock_guard<std::mutex> l(mu_);
     live_.erase(id);
     by_request_id_.erase(rid);
+    EraseKey({request.key_hi, request.key_lo}, id);
   }
   structured_->pool().Release(slot);  // no-op for -1
   RefuseNotSubmitted(request, st, sr_urgency);
@@ -204,7 +207,7 @@ bool Node::MayAskCritical(const ari_Request& request, const RequestInfo& info) c
 }
 
 bool Node::ScreenRequest(const std::string& rid, const std::string& cid, int64_t now,
-                         ari_Status* refuse, std::string* why) {
+                         ari_ChunkStatus* refuse, std::string* why) {
   std::lock_guard<std::mutex> l(mu_);
   if (by_request_id_.contains(rid)) {
     // Answering would put a second terminal into the live request's stream (same key).
@@ -235,11 +238,13 @@ uint64_t Node::AddLive(const ari_Request& request, const std::string& rid, const
     LiveRequest lr;
     lr.request_id = rid;
     lr.client_id = cid;
+    lr.key = {request.key_hi, request.key_lo};
     lr.urgency = request.urgency;
     lr.admitted_ns = now;
     lr.constraint = constraint;
     live_.emplace(id, std::move(lr));
     by_request_id_.emplace(rid, id);
+    by_key_.emplace(RequestKey{request.key_hi, request.key_lo}, id);
   }
   sr.id = id;
   return id;
@@ -264,6 +269,7 @@ void Node::RefuseNotSubmitted(const ari_Request& request, qos::SubmitStatus st,
 }
 
 void Node::OnCancel(const ari_Cancel& cancel) {
+  if (cancel.request_id[0] == '\0') return OnDispose(cancel.key_hi, cancel.key_lo);
   const std::string rid(dds::FixedView(cancel.request_id));
   const std::string_view cid = dds::FixedView(cancel.client_id);
   uint64_t id = 0;
@@ -285,6 +291,25 @@ void Node::OnCancel(const ari_Cancel& cancel) {
   scheduler_->Cancel(id);
 }
 
+void Node::EraseKey(const RequestKey& key, uint64_t id) {
+  // Two live requests with one key (a client bug) keep the first's entry.
+  if (auto it = by_key_.find(key); it != by_key_.end() && it->second == id) by_key_.erase(it);
+}
+
+void Node::OnDispose(uint64_t key_hi, uint64_t key_lo) {
+  uint64_t id = 0;
+  std::string rid;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = by_key_.find({key_hi, key_lo});
+    if (it == by_key_.end()) return;  // finished already: nothing to withdraw
+    id = it->second;
+    rid = live_.at(id).request_id;
+  }
+  Log("request %s disposed by its writer: cancelling", rid.c_str());
+  scheduler_->Cancel(id);
+}
+
 void Node::OnChunk(const qos::ChunkEvent& ev) {
   // The scheduler thread, once per chunk: no heap allocation (ids, decision and the log
   // line are copied into fixed buffers; docs/reliability.md "Allocations on the real-time
@@ -292,8 +317,9 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
   const int64_t now = NowNs();
   char rid[sizeof(ari_TokenChunk::request_id)], cid[sizeof(ari_TokenChunk::client_id)];
   char decision[sizeof(ari_TokenChunk::decision)];
+  RequestKey key;
   uint32_t seq = 0;
-  ari_Timing timing{};
+  ari_ChunkTiming timing{};
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = live_.find(ev.id);
@@ -304,6 +330,7 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
     dds::CopyFixed(lr.request_id, rid);
     dds::CopyFixed(lr.client_id, cid);
     dds::CopyFixed(std::string_view(decision_text_).substr(0, sizeof decision - 1), decision);
+    key = lr.key;
     seq = lr.seq;
     if (lr.first_token_ns >= 0) {
       timing.time_to_first_token_us = Us(lr.first_token_ns - lr.admitted_ns);
@@ -322,6 +349,8 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
     const size_t ntok = std::min<size_t>(ev.tokens.size() - tok, ari_kChunkMaxTokens);
     auto r = transport_->PublishInPlace([&](ari_TokenChunk& c) {
       c = ari_TokenChunk{};
+      c.key_hi = key.first;
+      c.key_lo = key.second;
       std::memcpy(c.request_id, rid, sizeof c.request_id);
       std::memcpy(c.client_id, cid, sizeof c.client_id);
       c.sequence_number = seq + published;
@@ -375,9 +404,10 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
     lr = std::move(it->second);
     live_.erase(it);
     by_request_id_.erase(lr.request_id);
+    EraseKey(lr.key, ev.id);
   }
   const int64_t now = NowNs();
-  ari_Status status = WireStatus(ev.status);
+  ari_ChunkStatus status = WireStatus(ev.status);
   std::string_view message = ev.message;
   if (ev.status == qos::TerminalStatus::kDone && ev.deadline_missed) {
     message = "deadline missed; finished degraded";
@@ -398,6 +428,8 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
       static_cast<int>(message.size()), message.data());
   auto r = transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
+    c.key_hi = lr.key.first;
+    c.key_lo = lr.key.second;
     dds::CopyFixed(lr.request_id, c.request_id);
     dds::CopyFixed(lr.client_id, c.client_id);
     c.sequence_number = lr.seq;

@@ -30,6 +30,7 @@ Result<std::unique_ptr<NodeTransport>> NodeTransport::Create(std::shared_ptr<dds
   }
   std::unique_ptr<NodeTransport> t(new NodeTransport());
   t->options_ = std::move(options);
+  t->status_key_ = dds::KeyOfName(t->options_.node_id);
   auto pp = dds::Participant::Create(std::move(domain));
   if (!pp) return std::unexpected(pp.error());
   t->participant_ = std::move(*pp);
@@ -145,40 +146,68 @@ void NodeTransport::HandleRequests() {
   // Copy out of the loan first: the match check below talks to Cyclone. Nothing here
   // waits: a request whose requester's chunk reader is not matched yet is parked.
   int got = 0;
-  auto n = request_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t& info) {
-    if (sample == nullptr || got >= 16) return;  // instance state change only
-    std::memcpy(&take_scratch_[got], sample, sizeof take_scratch_[got]);
-    take_info_[got] = RequestInfo{};
-    take_info_[got].source_timestamp_ns = info.source_timestamp;
-    take_info_[got].reception_timestamp_ns = dds_time();
-    take_pub_[got] = info.publication_handle;
-    ++got;
-  });
+  auto n = request_reader_.TakeLoaned(
+      16,
+      [&](const void* sample, const dds_sample_info_t& info) {
+        // Unregister (invalid data, NO_WRITERS): the writer lost interest, normal after a
+        // request ends. Dispose: the request is withdrawn; a dispose that arrives before
+        // its request was taken only marks the request's instance state. The key is 16
+        // bytes, so a key-hash-only dispose from any vendor maps back to it.
+        const bool disposed = info.instance_state == DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE;
+        if (sample == nullptr || got >= 16 || (!info.valid_data && !disposed)) return;
+        ari_Request& r = take_scratch_[got];
+        if (info.valid_data) {
+          std::memcpy(&r, sample, sizeof r);
+        } else {
+          r = ari_Request{};
+          r.key_hi = static_cast<const ari_Request*>(sample)->key_hi;
+          r.key_lo = static_cast<const ari_Request*>(sample)->key_lo;
+        }
+        take_valid_[got] = info.valid_data;
+        take_disposed_[got] = disposed;
+        take_info_[got] = RequestInfo{};
+        take_info_[got].source_timestamp_ns = info.source_timestamp;
+        take_info_[got].reception_timestamp_ns = dds_time();
+        take_pub_[got] = info.publication_handle;
+        ++got;
+      },
+      true);
   if (!n) {
     receive_errors_.fetch_add(1);
     return;
   }
   for (int i = 0; i < got; ++i) {
-    RequestInfo& info = take_info_[i];
-    if (auto who = request_reader_.WriterParticipant(take_pub_[i]); who) {
-      info.requester = *who;
-      info.requester_known = true;
-      info.requester_matched = RequesterMatched(*who);
+    if (take_valid_[i]) ReceiveRequest(i);
+    if (take_disposed_[i]) {  // Node::OnCancel -> OnDispose (key only)
+      disposes_.fetch_add(1);
+      ari_Cancel c{};
+      c.key_hi = take_scratch_[i].key_hi;
+      c.key_lo = take_scratch_[i].key_lo;
+      if (on_cancel_) on_cancel_(c);
     }
-    if (info.requester_matched) {
-      Dispatch(take_scratch_[i], info);
-    } else if (pending_n_ < options_.max_pending_match) {
-      Pending& p = pending_[static_cast<size_t>(pending_n_++)];
-      std::memcpy(&p.request, &take_scratch_[i], sizeof p.request);
-      p.info = info;
-      p.since = dds_time();
-      if (static_cast<uint64_t>(pending_n_) > pending_match_max_.load()) {
-        pending_match_max_.store(static_cast<uint64_t>(pending_n_));
-      }
-    } else {
-      info.pending_full = true;
-      Dispatch(take_scratch_[i], info);
+  }
+}
+
+void NodeTransport::ReceiveRequest(int i) {
+  RequestInfo& info = take_info_[i];
+  if (auto who = request_reader_.WriterParticipant(take_pub_[i]); who) {
+    info.requester = *who;
+    info.requester_known = true;
+    info.requester_matched = RequesterMatched(*who);
+  }
+  if (info.requester_matched) {
+    Dispatch(take_scratch_[i], info);
+  } else if (pending_n_ < options_.max_pending_match) {
+    Pending& p = pending_[static_cast<size_t>(pending_n_++)];
+    std::memcpy(&p.request, &take_scratch_[i], sizeof p.request);
+    p.info = info;
+    p.since = dds_time();
+    if (static_cast<uint64_t>(pending_n_) > pending_match_max_.load()) {
+      pending_match_max_.store(static_cast<uint64_t>(pending_n_));
     }
+  } else {
+    info.pending_full = true;
+    Dispatch(take_scratch_[i], info);
   }
 }
 
@@ -220,8 +249,10 @@ void NodeTransport::HandleCancels() {
   ari_Cancel batch[16];
   int got = 0;
   auto n = cancel_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t&) {
-    if (sample == nullptr || got >= 16) return;
-    std::memcpy(&batch[got++], sample, sizeof batch[0]);
+    if (sample == nullptr || got >= 16) return;  // unregister / dispose of a cancel
+    std::memcpy(&batch[got], sample, sizeof batch[0]);
+    if (batch[got].request_id[0] == '\0') return;  // not a cancel (empty request id)
+    ++got;
   });
   if (!n) {
     receive_errors_.fetch_add(1);
@@ -242,7 +273,7 @@ Result<void> NodeTransport::Publish(const ari_TokenChunk& chunk) {
 }
 
 Result<void> NodeTransport::PublishInPlace(FunctionRef<void(ari_TokenChunk&)> fill) {
-  ari_TokenChunk key{};
+  ari_TokenChunk key{};  // key fields only
   bool terminal = false;
   std::lock_guard<std::mutex> lock(chunk_mutex_);
   auto write = [&] {
@@ -251,7 +282,8 @@ Result<void> NodeTransport::PublishInPlace(FunctionRef<void(ari_TokenChunk&)> fi
           auto* c = static_cast<ari_TokenChunk*>(sample);
           fill(*c);
           terminal = c->terminal;
-          std::memcpy(key.request_id, c->request_id, sizeof key.request_id);
+          key.key_hi = c->key_hi;
+          key.key_lo = c->key_lo;
         },
         &chunk_scratch_);
   };
@@ -274,6 +306,8 @@ Result<void> NodeTransport::PublishInPlace(FunctionRef<void(ari_TokenChunk&)> fi
 Result<void> NodeTransport::PublishStatus(const ari_NodeStatus& status) {
   ari_NodeStatus copy = status;
   if (copy.node_id[0] == '\0') dds::CopyFixed(options_.node_id, copy.node_id);
+  copy.key_hi = status_key_.hi;
+  copy.key_lo = status_key_.lo;
   auto r = status_writer_.Write(&copy);
   if (r) statuses_.fetch_add(1);
   return r;

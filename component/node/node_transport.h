@@ -70,7 +70,9 @@ class NodeTransport {
   NodeTransport(const NodeTransport&) = delete;
   NodeTransport& operator=(const NodeTransport&) = delete;
 
-  // Starts the receive thread. Handlers run on it: keep them short (enqueue).
+  // Starts the receive thread. Handlers run on it: keep them short (enqueue). A disposed
+  // Request instance reaches on_cancel as a Cancel with only its key set (request_id
+  // empty).
   Result<void> Start(RequestHandler on_request, CancelHandler on_cancel);
   // Stops and joins the receive thread (idempotent). Writers stay usable.
   void Stop();
@@ -90,6 +92,8 @@ class NodeTransport {
   bool chunk_shared_memory() const { return chunk_writer_.shared_memory(); }
   bool request_shared_memory() const { return request_reader_.shared_memory(); }
   NodeTransportStats stats() const;
+  // Request instances disposed by their writer (each cancels its request when live).
+  uint64_t disposes() const { return disposes_.load(); }
   // "transport: shared memory on ..." line for start-up logs.
   std::string Describe() const;
 
@@ -99,6 +103,7 @@ class NodeTransport {
   // Takes the waiting requests; hands on those whose requester matched, parks the rest.
   void HandleRequests();
   void HandleCancels();
+  void ReceiveRequest(int i);  // take_scratch_[i]: dispatch now or park until matched
   // Hands on the parked requests whose requester matched (check_match) or whose wait
   // expired (all of them when flush); returns the time until the next expiry.
   dds::Duration ServicePending(bool check_match, bool flush);
@@ -126,6 +131,8 @@ class NodeTransport {
   ari_Request take_scratch_[16]{};  // HandleRequests' batch (no allocation per take)
   RequestInfo take_info_[16];
   dds_instance_handle_t take_pub_[16]{};
+  bool take_valid_[16]{};     // a request (else a state change: only the key is set)
+  bool take_disposed_[16]{};  // the instance was disposed: withdraw the request (after it)
 
   RequestHandler on_request_;
   CancelHandler on_cancel_;
@@ -135,6 +142,8 @@ class NodeTransport {
   std::atomic<uint64_t> requests_{0}, cancels_{0}, statuses_{0}, receive_errors_{0};
   std::atomic<uint64_t> publish_retries_{0};
   std::atomic<uint64_t> requester_unmatched_{0}, pending_match_max_{0};
+  std::atomic<uint64_t> disposes_{0};  // Request instances disposed by their writer
+  dds::InstanceKey status_key_;        // NodeStatus key: KeyOfName(node_id)
 };
 
 }  // namespace ari::component

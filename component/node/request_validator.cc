@@ -10,7 +10,7 @@
 namespace ari::component {
 namespace {
 
-Verdict Bad(ari_Status status, std::string message) { return {status, std::move(message)}; }
+Verdict Bad(ari_ChunkStatus status, std::string message) { return {status, std::move(message)}; }
 
 // Length of a NUL-terminated id inside its array; -1 when there is no NUL.
 template <size_t N>
@@ -117,7 +117,7 @@ Verdict ValidateRequest(const ari_Request& r, const RequestLimits& limits) {
                                        std::to_string(limits.min_max_tokens) + ".." +
                                        std::to_string(limits.max_max_tokens));
   }
-  const ari_Sampling& s = r.sampling;
+  const ari_SamplingParams& s = r.sampling;
   if (!std::isfinite(s.temperature) || s.temperature < 0.0f || s.temperature > 10.0f) {
     return Bad(ari_STATUS_INVALID, "sampling.temperature out of 0..10");
   }

@@ -21,8 +21,8 @@ struct RequestLimits {
 };
 
 struct Verdict {
-  ari_Status status = ari_STATUS_OK;  // OK = admissible; else the terminal status
-  std::string message;                // why (fits ari kMessageLen when truncated)
+  ari_ChunkStatus status = ari_STATUS_OK;  // OK = admissible; else the terminal status
+  std::string message;                     // why (fits ari kMessageLen when truncated)
   bool ok() const { return status == ari_STATUS_OK; }
 };
 

@@ -157,7 +157,7 @@ std::vector<std::string> StructuredOutput::names() const {
   return out;
 }
 
-FormatVerdict JudgeFormat(const runtime::TokenConstraint& c, ari_Status status,
+FormatVerdict JudgeFormat(const runtime::TokenConstraint& c, ari_ChunkStatus status,
                           std::string_view message) {
   FormatVerdict v;
   v.message = std::string(message);

@@ -95,7 +95,7 @@ struct FormatVerdict {
   bool dead_end = false;  // the vocabulary could not continue: the terminal becomes FAILED
   std::string message;
 };
-FormatVerdict JudgeFormat(const runtime::TokenConstraint& constraint, ari_Status status,
+FormatVerdict JudgeFormat(const runtime::TokenConstraint& constraint, ari_ChunkStatus status,
                           std::string_view message);
 
 }  // namespace ari::component

@@ -120,11 +120,12 @@ int Usage(FILE* out = stderr) {
   return 1;
 }
 
-bool ParseUrgency(const std::string& u, ari_Urgency& out) {
-  constexpr std::pair<const char*, ari_Urgency> kNames[] = {{"critical", ari_URGENCY_CRITICAL},
-                                                            {"high", ari_URGENCY_HIGH},
-                                                            {"normal", ari_URGENCY_NORMAL},
-                                                            {"background", ari_URGENCY_BACKGROUND}};
+bool ParseUrgency(const std::string& u, ari_UrgencyClass& out) {
+  constexpr std::pair<const char*, ari_UrgencyClass> kNames[] = {
+      {"critical", ari_URGENCY_CRITICAL},
+      {"high", ari_URGENCY_HIGH},
+      {"normal", ari_URGENCY_NORMAL},
+      {"background", ari_URGENCY_BACKGROUND}};
   for (const auto& [name, urgency] : kNames) {
     if (u == name) {
       out = urgency;

@@ -113,15 +113,15 @@ for c in "${clients[@]}" "${readers[@]}"; do ident "$c"; done
   echo '<dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
   echo '     xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_permissions.xsd">'
   echo '  <permissions>'
-  grant "$node" "ari/v1/token_chunk ari/v1/node_status" "ari/v1/request ari/v1/cancel" \
-    "" "ari/v1/request"
+  grant "$node" "ari/v2/token_chunk ari/v2/node_status" "ari/v2/request ari/v2/cancel" \
+    "" "ari/v2/request"
   for c in "${clients[@]}"; do
     crit_pub=""
-    for k in "${critical[@]}"; do [[ "$k" == "$c" ]] && crit_pub="ari/v1/request"; done
-    grant "$c" "ari/v1/request ari/v1/cancel" "ari/v1/token_chunk ari/v1/node_status" "$crit_pub"
+    for k in "${critical[@]}"; do [[ "$k" == "$c" ]] && crit_pub="ari/v2/request"; done
+    grant "$c" "ari/v2/request ari/v2/cancel" "ari/v2/token_chunk ari/v2/node_status" "$crit_pub"
   done
   for r in "${readers[@]}"; do
-    grant "$r" "" "ari/v1/token_chunk ari/v1/node_status"
+    grant "$r" "" "ari/v2/token_chunk ari/v2/node_status"
   done
   echo '  </permissions>'
   echo '</dds>'

@@ -528,7 +528,7 @@ constexpr Command kCommands[] = {
      "         [--policy P] [--json OUT] [--html OUT] [--node-timeout MS] [--drain MS]\n"
      "         [--calibration CAL.json [--cost C] [--model-json OUT] [--tokenizer MODEL.gguf]]\n"
      "                     publish the log to a running ari-node over DDS (environment on\n"
-     "                     ari/v1/sim_environment) and record every chunk; --calibration:\n"
+     "                     ari/v2/sim_environment) and record every chunk; --calibration:\n"
      "                     also replay in model mode and report the prediction error",
      CmdReplay},
     {"compare",

@@ -79,6 +79,18 @@ TEST(DdsWrappers, SharedMemoryConfigFallsBackWithoutRoudi) {
   EXPECT_EQ(w->stats().loaned_writes, 0u);
 }
 
+// NodeStatus / SimEnvironment keys (docs/interface.md "Keys"): FNV-1a 64 from two bases.
+// Expected values computed independently (FNV-1a 64 of "a" is the published
+// 0xaf63dc4c8601ec8c).
+TEST(DdsWrappers, KeyOfNameIsTwoFnv1aHashes) {
+  EXPECT_EQ(dds::KeyOfName("a").hi, 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(dds::KeyOfName("a").lo, 0x789e3e398d3ff5ffull);
+  EXPECT_EQ(dds::KeyOfName("ari-node").hi, 0x396a654262b62948ull);
+  EXPECT_EQ(dds::KeyOfName("ari-node").lo, 0xa809e3e3553511bdull);
+  EXPECT_EQ(dds::KeyOfName("").hi, 0xcbf29ce484222325ull);
+  EXPECT_NE(dds::KeyOfName("node-1").hi, dds::KeyOfName("node-2").hi);
+}
+
 TEST(DdsWrappers, BadConfigAndDomainAreErrors) {
   auto opts = Loopback();
   opts.config = "file:///nonexistent/cyclone.xml";
@@ -188,7 +200,7 @@ TEST(EncodeRequest, PromptTurnsAndLimits) {
   empty_turn.turns = {{ari_ROLE_USER, ""}};
   EXPECT_FALSE(EncodeRequest(empty_turn, "c-6", "c", &r));
   AskParams urg = Prompt("x");
-  urg.urgency = static_cast<ari_Urgency>(9);
+  urg.urgency = static_cast<ari_UrgencyClass>(9);
   EXPECT_FALSE(EncodeRequest(urg, "c-7", "c", &r));
   AskParams zero = Prompt("x");
   zero.max_tokens = 0;
@@ -205,7 +217,7 @@ TEST(EncodeRequest, SystemTurnsAndPromptMakeChatForm) {
   ASSERT_TRUE(EncodeRequest(p, "c-9", "c", &r));
   EXPECT_EQ(r.prompt_len, 0u);
   ASSERT_EQ(r.n_turns, 4u);
-  const ari_Role roles[] = {ari_ROLE_SYSTEM, ari_ROLE_USER, ari_ROLE_ASSISTANT, ari_ROLE_USER};
+  const ari_TurnRole roles[] = {ari_ROLE_SYSTEM, ari_ROLE_USER, ari_ROLE_ASSISTANT, ari_ROLE_USER};
   const char* texts[] = {"Be brief.", "Hi", "Hello.", "Where is the next charger?"};
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(r.turns[i].role, roles[i]);

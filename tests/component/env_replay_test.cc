@@ -1,4 +1,4 @@
-// Environment replay (ari/v1/sim_environment, sensor kind SENSOR_DDS_REPLAY): the source's
+// Environment replay (ari/v2/sim_environment, sensor kind SENSOR_DDS_REPLAY): the source's
 // fault states and staleness, the memory reading, delivery over DDS, and end to end with
 // a real ari-node: a node configured for it takes the replayed temperature and memory;
 // a node configured otherwise has no reader for the topic and ignores it.

@@ -75,10 +75,12 @@ class FakeEngine {
   }
 
  private:
-  void Send(const ari_Request& r, uint32_t seq, bool terminal, ari_Status status,
+  void Send(const ari_Request& r, uint32_t seq, bool terminal, ari_ChunkStatus status,
             const std::string& text, int token, const char* message = "") {
     (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
       std::memset(&c, 0, sizeof c);
+      c.key_hi = r.key_hi;
+      c.key_lo = r.key_lo;
       std::memcpy(c.request_id, r.request_id, sizeof c.request_id);
       std::memcpy(c.client_id, r.client_id, sizeof c.client_id);
       c.sequence_number = seq;

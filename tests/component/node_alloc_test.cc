@@ -109,7 +109,7 @@ long PathMinorFaults() {
 struct Collected {
   std::vector<ari_TokenChunk> chunks;  // terminal included
   Clock::time_point first{}, terminal{};
-  ari_Status status = ari_STATUS_OK;
+  ari_ChunkStatus status = ari_STATUS_OK;
 };
 
 // Reads a stream to its terminal on its own thread.
@@ -152,7 +152,7 @@ class Collector {
       out_.chunks.push_back(*c);
       if (c->terminal) {
         out_.terminal = Clock::now();
-        out_.status = static_cast<ari_Status>(dds::RawEnum(c->status));
+        out_.status = static_cast<ari_ChunkStatus>(dds::RawEnum(c->status));
         return;
       }
     }
@@ -247,7 +247,8 @@ class NodeAlloc : public NodeTestBase {
     std::ofstream(zone_ / "temp.new") << c * 1000 << "\n";
     std::filesystem::rename(zone_ / "temp.new", zone_ / "temp");
   }
-  std::unique_ptr<Collector> Ask(ari_Urgency u, const std::string& prompt, uint32_t max_tokens) {
+  std::unique_ptr<Collector> Ask(ari_UrgencyClass u, const std::string& prompt,
+                                 uint32_t max_tokens) {
     AskParams p;
     p.prompt = prompt;
     p.max_tokens = max_tokens;

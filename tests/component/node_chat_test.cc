@@ -48,7 +48,7 @@ struct Answer {
   std::string text;
   std::vector<int32_t> tokens;
   int terminals = 0;
-  ari_Status status = ari_STATUS_OK;
+  ari_ChunkStatus status = ari_STATUS_OK;
   std::string message;
 };
 
@@ -61,7 +61,7 @@ Answer Collect(component::Stream& stream) {
     a.tokens.insert(a.tokens.end(), c->token_ids, c->token_ids + c->n_tokens);
     if (c->terminal) {
       ++a.terminals;
-      a.status = static_cast<ari_Status>(dds::RawEnum(c->status));
+      a.status = static_cast<ari_ChunkStatus>(dds::RawEnum(c->status));
       a.message = c->message;
     }
   }

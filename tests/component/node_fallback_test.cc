@@ -30,7 +30,7 @@ struct Answer {
   std::vector<int32_t> tokens;
   uint32_t terminals = 0;
   uint32_t gaps = 0;
-  ari_Status status = ari_STATUS_OK;
+  ari_ChunkStatus status = ari_STATUS_OK;
   std::string message;
 };
 
@@ -45,7 +45,7 @@ Answer Collect(component::Stream& stream, uint32_t expect = 0) {
     a.tokens.insert(a.tokens.end(), c->token_ids, c->token_ids + c->n_tokens);
     if (c->terminal) {
       ++a.terminals;
-      a.status = static_cast<ari_Status>(dds::RawEnum(c->status));
+      a.status = static_cast<ari_ChunkStatus>(dds::RawEnum(c->status));
       a.message = c->message;
     }
   }

@@ -51,10 +51,10 @@ struct Chunk {
   ari_KnobTrace decided{}, ran{};
 };
 struct Answer {
-  ari_Urgency urgency = ari_URGENCY_NORMAL;
+  ari_UrgencyClass urgency = ari_URGENCY_NORMAL;
   std::string prompt;
   std::vector<Chunk> chunks;
-  ari_Status status = ari_STATUS_OK;
+  ari_ChunkStatus status = ari_STATUS_OK;
   std::vector<int32_t> Tokens() const {
     std::vector<int32_t> all;
     for (const Chunk& c : chunks) all.insert(all.end(), c.tokens.begin(), c.tokens.end());
@@ -76,7 +76,7 @@ uint64_t MaskOf(const std::vector<int>& cpus) {
   return m;
 }
 
-Answer Ask(component::Client& client, ari_Urgency u, const std::string& prompt) {
+Answer Ask(component::Client& client, ari_UrgencyClass u, const std::string& prompt) {
   component::AskParams p;
   p.prompt = prompt;
   p.max_tokens = 24;
@@ -92,7 +92,7 @@ Answer Ask(component::Client& client, ari_Urgency u, const std::string& prompt) 
     auto c = stream->Next(30s);
     if (!c) break;
     if (c->terminal) {
-      a.status = static_cast<ari_Status>(dds::RawEnum(c->status));
+      a.status = static_cast<ari_ChunkStatus>(dds::RawEnum(c->status));
       EXPECT_FALSE(c->has_trace);
       continue;
     }
@@ -215,7 +215,7 @@ TEST_F(NodeGoverned, ThermalRampRunsEveryChunkAsDecided) {
   std::mutex mu;
   std::vector<Answer> answers;
   const char* prompts[] = {"Once upon a time", "The little dog", "Lily saw a big red car"};
-  auto loop = [&](component::Client* c, ari_Urgency u) {
+  auto loop = [&](component::Client* c, ari_UrgencyClass u) {
     for (int i = 0; Elapsed() < kRunS; ++i) {
       Answer a = Ask(*c, u, prompts[i % 3]);
       {

@@ -47,6 +47,9 @@ class Flooder {
   }
   bool Send(const std::string& id) {
     ari_Request r{};
+    const dds::InstanceKey key = dds::KeyOfName(id);  // one instance per request
+    r.key_hi = key.hi;
+    r.key_lo = key.lo;
     dds::CopyFixed(id, r.request_id);
     dds::CopyFixed("flood", r.client_id);
     r.urgency = ari_URGENCY_NORMAL;

@@ -57,6 +57,9 @@ class StuckReader {
   }
   bool Ask(const std::string& id, uint32_t max_tokens) {
     ari_Request r{};
+    const dds::InstanceKey key = dds::KeyOfName(id);  // one instance per request
+    r.key_hi = key.hi;
+    r.key_lo = key.lo;
     dds::CopyFixed(id, r.request_id);
     dds::CopyFixed("stuck", r.client_id);
     r.urgency = ari_URGENCY_NORMAL;
@@ -128,7 +131,7 @@ using Clock = std::chrono::steady_clock;
 struct Spacing {
   double median_ms = 0, p90_ms = 0;
   uint32_t chunks = 0;
-  ari_Status status = ari_STATUS_OK;
+  ari_ChunkStatus status = ari_STATUS_OK;
 };
 
 Spacing Measure(component::Client& client, const std::string& prompt, uint32_t max_tokens) {
@@ -146,7 +149,7 @@ Spacing Measure(component::Client& client, const std::string& prompt, uint32_t m
     if (!c) break;
     const auto now = Clock::now();
     if (c->terminal) {
-      s.status = static_cast<ari_Status>(dds::RawEnum(c->status));
+      s.status = static_cast<ari_ChunkStatus>(dds::RawEnum(c->status));
       break;
     }
     if (s.chunks++ > 0)

@@ -31,7 +31,7 @@ class NodeLifecycle : public NodeTestBase {
   }
   // Starts two long requests, waits for the first chunk of each, sends SIGTERM, and
   // checks every stream ends with exactly one terminal of `want`; returns the exit code.
-  int TermWithInFlight(const std::string& mode, ari_Status want) {
+  int TermWithInFlight(const std::string& mode, ari_ChunkStatus want) {
     NodeProcess node;
     auto cfg = WriteNodeConfig(dir_ / mode, model_, "shutdown_mode: " + mode + "\n");
     EXPECT_TRUE(node.Start(cfg, dir_ / (mode + ".log")));

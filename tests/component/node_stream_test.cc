@@ -68,7 +68,7 @@ class NodeStream : public ::testing::Test {
 
 // The node runs without a sensor here, so every chunk uses the policy's conservative table:
 // CRITICAL W8A16, the other classes W4A8 (config/policy_default.textproto).
-runtime::Precision ConservativePrecision(ari_Urgency u) {
+runtime::Precision ConservativePrecision(ari_UrgencyClass u) {
   return u == ari_URGENCY_CRITICAL ? runtime::Precision::kW8A16 : runtime::Precision::kW4A8;
 }
 
@@ -143,8 +143,8 @@ TEST_F(NodeStream, StreamIsContiguousWithOneTerminalAndEqualsInProcessEngine) {
 }
 
 TEST_F(NodeStream, ConcurrentClientsWithMixedUrgencyAllFinishIntact) {
-  const ari_Urgency urg[] = {ari_URGENCY_BACKGROUND, ari_URGENCY_NORMAL, ari_URGENCY_HIGH,
-                             ari_URGENCY_CRITICAL};
+  const ari_UrgencyClass urg[] = {ari_URGENCY_BACKGROUND, ari_URGENCY_NORMAL, ari_URGENCY_HIGH,
+                                  ari_URGENCY_CRITICAL};
   const std::string prompt = "The little bird";
   Reference refs[4];
   for (int i = 0; i < 4; ++i) refs[i] = InProcess(prompt, 24, ConservativePrecision(urg[i]));
@@ -223,6 +223,9 @@ class RawPeer {
   static ari_Request Make(const std::string& id, const std::string& prompt, uint32_t max_tokens,
                           const std::string& client = "raw") {
     ari_Request r{};
+    const dds::InstanceKey key = dds::KeyOfName(id);  // one instance per request
+    r.key_hi = key.hi;
+    r.key_lo = key.lo;
     dds::CopyFixed(id, r.request_id);
     dds::CopyFixed(client, r.client_id);
     r.urgency = ari_URGENCY_NORMAL;
@@ -232,8 +235,13 @@ class RawPeer {
     return r;
   }
   bool Send(const ari_Request& r) { return writer_.Write(&r).has_value(); }
+  // Disposes the request's instance (by its 16-byte key): the node cancels it.
+  bool Dispose(const ari_Request& r) { return dds_dispose(writer_.handle(), &r) == DDS_RETCODE_OK; }
   void Cancel(const std::string& id, const std::string& client = "raw") {
     ari_Cancel c{};
+    const dds::InstanceKey key = dds::KeyOfName(id);
+    c.key_hi = key.hi;
+    c.key_lo = key.lo;
     dds::CopyFixed(id, c.request_id);
     dds::CopyFixed(client, c.client_id);
     (void)cancel_.Write(&c);
@@ -273,7 +281,7 @@ class RawPeer {
   std::map<std::string, std::vector<ari_TokenChunk>> seen_;
 };
 
-void ExpectOneTerminal(const std::vector<ari_TokenChunk>& chunks, ari_Status status,
+void ExpectOneTerminal(const std::vector<ari_TokenChunk>& chunks, ari_ChunkStatus status,
                        const std::string& needle, const std::string& what) {
   ASSERT_FALSE(chunks.empty()) << what << ": no answer";
   ASSERT_EQ(chunks.size(), 1u) << what;
@@ -326,6 +334,31 @@ TEST_F(NodeStream, EveryBadRequestGetsOneTerminalAtOnce) {
   EXPECT_TRUE(again.back().terminal);
   EXPECT_EQ(dds::RawEnum(again.back().status), ari_STATUS_REJECTED);
   EXPECT_NE(std::string(dds::FixedView(again.back().message)).find("duplicate"), std::string::npos);
+}
+
+// Disposing a Request instance withdraws the request (docs/interface.md "Keys").
+TEST_F(NodeStream, DisposedRequestIsCancelledByKey) {
+  RawPeer peer;
+  ASSERT_TRUE(peer.Init());
+  auto r = RawPeer::Make("disposed-1", "Once upon a time", 250);
+  r.urgency = ari_URGENCY_BACKGROUND;  // paced: long enough to be cancelled mid-stream
+  ASSERT_TRUE(peer.Send(r));
+  // After the first chunk: the writer's KEEP_LAST 1 history would let an immediate dispose
+  // replace the unacknowledged request sample (then the node never sees the request).
+  for (int i = 0; i < 3000 && peer.AwaitTerminal("disposed-1", 0s).empty(); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(peer.Dispose(r));
+  auto chunks = peer.AwaitTerminal("disposed-1");
+  ASSERT_FALSE(chunks.empty()) << g_node->Log();
+  EXPECT_TRUE(chunks.back().terminal);
+  EXPECT_EQ(dds::RawEnum(chunks.back().status), ari_STATUS_CANCELLED) << chunks.back().message;
+  EXPECT_LT(chunks.back().timing.tokens_generated, 250u);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    EXPECT_EQ(chunks[i].sequence_number, i);
+    EXPECT_EQ(chunks[i].key_hi, r.key_hi);
+    EXPECT_EQ(chunks[i].key_lo, r.key_lo);
+  }
 }
 
 TEST_F(NodeStream, FullQueueAndRateLimitAreRefused) {

@@ -57,7 +57,7 @@ TEST(NodeTrace, EveryChunkOverDdsSaysWhatRanNextToWhatWasDecided) {
   ASSERT_TRUE(status.has_value()) << node.Log();
   EXPECT_TRUE(status->can_switch_precision);
 
-  for (ari_Urgency u : {ari_URGENCY_NORMAL, ari_URGENCY_CRITICAL}) {
+  for (ari_UrgencyClass u : {ari_URGENCY_NORMAL, ari_URGENCY_CRITICAL}) {
     component::AskParams p;
     p.prompt = "Once upon a time";
     p.max_tokens = 30;

@@ -62,7 +62,7 @@ std::filesystem::path WriteOverloadConfig(const std::filesystem::path& dir,
   return path;
 }
 
-ari_Urgency UrgencyFor(int i) {
+ari_UrgencyClass UrgencyFor(int i) {
   const int k = i % 20;
   if (k == 0) return ari_URGENCY_CRITICAL;  // 5%
   if (k <= 3) return ari_URGENCY_HIGH;      // 15%
@@ -87,7 +87,7 @@ void RunBurst(std::vector<std::unique_ptr<Client>>& clients, component::ChunkLed
   for (int c = 0; c < kClients; ++c) {
     senders.emplace_back([&, c] {
       Client& cl = *clients[c];
-      std::vector<std::pair<ari_Urgency, component::Stream>> streams;
+      std::vector<std::pair<ari_UrgencyClass, component::Stream>> streams;
       streams.reserve(per_client);
       uint64_t retries = 0;
       for (int i = 0; i < per_client; ++i) {

@@ -55,7 +55,7 @@ void CheckAdmitted(const ari_Request& r, const RequestLimits& limits) {
   if (r.max_tokens < limits.min_max_tokens || r.max_tokens > limits.max_max_tokens) {
     __builtin_trap();
   }
-  const ari_Sampling& s = r.sampling;
+  const ari_SamplingParams& s = r.sampling;
   if (!std::isfinite(s.temperature) || !std::isfinite(s.top_p) ||
       !std::isfinite(s.repetition_penalty)) {
     __builtin_trap();

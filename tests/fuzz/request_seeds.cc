@@ -28,7 +28,7 @@ ari_Request Base(std::string_view prompt) {
   return r;
 }
 
-void AddTurn(ari_Request& r, ari_Role role, std::string_view text) {
+void AddTurn(ari_Request& r, ari_TurnRole role, std::string_view text) {
   ari_ChatTurn& t = r.turns[r.n_turns++];
   t.role = role;
   t.text_len = static_cast<uint32_t>(text.size());
