@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "component/client/client.h"
@@ -163,6 +164,32 @@ Spacing Measure(component::Client& client, const std::string& prompt, uint32_t m
   return s;
 }
 
+// The node's Cyclone config with an 8 kB non-adaptive writer-history high-water mark,
+// the setting under which a reliable writer would block soonest once a reader stops
+// acknowledging. On Cyclone 0.10.2 the KEEP_LAST chunk writer still never blocks (its
+// WHC grows to ~1200 unacknowledged chunks, publish: 0 retries; docs/reliability.md
+// "A stuck reader"): if a Cyclone change ever made it throttle, these tests see it.
+void UseSmallWhc(const std::filesystem::path& dir, const std::filesystem::path& cfg) {
+  std::ifstream lo_in(SourceDir() / "config" / "cyclonedds-lo.xml");
+  std::stringstream ss;
+  ss << lo_in.rdbuf();
+  std::string xml = ss.str();
+  const std::string domain_end = "</Domain>";
+  xml.insert(xml.rfind(domain_end),
+             "<Internal><Watermarks><WhcHigh>8kB</WhcHigh><WhcHighInit>8kB</WhcHighInit>"
+             "<WhcLow>2kB</WhcLow>"
+             "<WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>\n");
+  const auto xml_path = dir / "cyclonedds-smallwhc.xml";
+  std::ofstream(xml_path) << xml;
+  std::ifstream cfg_in(cfg);
+  std::stringstream cs;
+  cs << cfg_in.rdbuf();
+  std::string text = cs.str();
+  const std::string lo = (SourceDir() / "config" / "cyclonedds-lo.xml").string();
+  if (auto at = text.find(lo); at != std::string::npos) text.replace(at, lo.size(), xml_path);
+  std::ofstream(cfg) << text;
+}
+
 class NodeIsolation : public NodeTestBase {
  protected:
   NodeIsolation() : NodeTestBase("node_isolation") {}
@@ -171,13 +198,14 @@ class NodeIsolation : public NodeTestBase {
   void Run(const std::string& mode, Spacing* base, Spacing* with) {
     NodeProcess node;
     auto cfg = WriteNodeConfig(dir_ / mode, model_);
+    UseSmallWhc(dir_ / mode, cfg);
     ASSERT_TRUE(node.Start(cfg, dir_ / (mode + ".log")));
     component::ClientOptions o;
     o.client_id = "steady";
     o.node_timeout = 20s;
     auto client = Client::Connect(domain_, o);
     ASSERT_TRUE(client.has_value());
-    ASSERT_TRUE((*client)->WaitForNode(20s).has_value());
+    ASSERT_TRUE((*client)->WaitForNode(20s).has_value()) << node.Log();
     (void)Measure(**client, "Once upon a time", 40);  // warm-up
     *base = Measure(**client, "Once upon a time", 200);
     const auto out = dir_ / (mode + ".out");
