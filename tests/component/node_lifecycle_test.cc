@@ -29,11 +29,13 @@ class NodeLifecycle : public NodeTestBase {
     EXPECT_TRUE(c.has_value());
     return c ? std::move(*c) : nullptr;
   }
-  // Starts two long requests, waits for the first chunk of each, sends SIGTERM, and
+  // Starts two long requests, waits until the node holds both, sends SIGTERM, and
   // checks every stream ends with exactly one terminal of `want`; returns the exit code.
   int TermWithInFlight(const std::string& mode, ari_ChunkStatus want) {
     NodeProcess node;
-    auto cfg = WriteNodeConfig(dir_ / mode, model_, "shutdown_mode: " + mode + "\n");
+    auto cfg = WriteNodeConfig(dir_ / mode, model_, "shutdown_mode: " + mode + "\n",
+                               DefaultPolicyWith("decode_tokens_per_chunk: 2 pause_ms: 3 ",
+                                                 "decode_tokens_per_chunk: 2 pause_ms: 10 "));
     EXPECT_TRUE(node.Start(cfg, dir_ / (mode + ".log")));
     auto client = Connect("term");
     if (!client || !client->WaitForNode(20s)) return -2;
@@ -41,13 +43,22 @@ class NodeLifecycle : public NodeTestBase {
     for (int i = 0; i < 2; ++i) {
       AskParams p;
       p.prompt = "Once upon a time";
-      p.max_tokens = 60;
+      p.max_tokens = 160;
       auto s = client->Ask(p);
       EXPECT_TRUE(s.has_value());
       if (!s) return -2;
       streams.push_back(std::move(*s));
     }
+    // Both requests must be in the node's hands before the signal: one that arrives after
+    // it is refused (SHUTDOWN), which is right, but not what these tests check. The node
+    // serves one NORMAL turn after the other here, so the proof is stream 0's first chunk
+    // and a NodeStatus that counts the second request (queued or live). 160 tokens at 2
+    // per chunk with 10 ms pauses keep stream 0 in flight for ~1 s.
     EXPECT_TRUE(streams[0].Next(20s).has_value());
+    auto both = client->WaitForNode(20s, [](const ari_NodeStatus& st) {
+      return st.sessions_in_use >= 2 || st.queue_depth[ari_URGENCY_NORMAL] >= 1;
+    });
+    EXPECT_TRUE(both.has_value()) << node.Log();
     kill(node.pid(), SIGTERM);
     for (auto& s : streams) {
       int terminals = 0;
@@ -118,7 +129,7 @@ TEST_F(NodeLifecycle, KilledMidStreamThenRestartedIsSeenByTheClient) {
   ASSERT_TRUE(before.has_value());
   AskParams p;
   p.prompt = "Once upon a time";
-  p.max_tokens = 250;
+  p.max_tokens = 160;
   p.urgency = ari_URGENCY_BACKGROUND;
   auto s = client->Ask(p);
   ASSERT_TRUE(s.has_value());
