@@ -48,8 +48,16 @@ struct BenchResult {
   double dispatches_per_decode_token = 0;  // thread-pool dispatches (barriers)
   double dispatches_per_prefill_token = 0;
   uint64_t weight_bytes_per_token = 0;
-  double bandwidth_gbs = 0;  // multi-threaded streaming read
+  // The probe (runtime/eval/bandwidth_probe.h): widest loads, 1-8 streams per thread,
+  // threads pinned, best kept; `probe` says how it read.
+  double bandwidth_gbs = 0;
+  std::string probe;
   double roofline_tps = 0, roofline_fraction = 0;
+  // What decode itself streamed: weight bytes per token x median decode t/s, 1e9 B/s.
+  double decode_read_gbs = 0;
+  // Decode read faster than the probe (fraction > 1): the probe is not the fastest read of
+  // this machine and every fraction here flatters. Printed as a warning, never hidden.
+  bool probe_too_slow = false;
   // Process CPU time / (wall time x threads) of each decode run: near 1 when the run had its
   // CPUs (workers spin between dispatches); well below 1 when other processes took them, and
   // then the wall-clock figures measure the machine's load more than the code.
@@ -62,7 +70,7 @@ struct BenchResult {
 };
 
 Result<BenchResult> RunModelBench(const BenchOptions& o);
-// Streaming read bandwidth of `bytes` with `threads` threads, GB/s (best of 3).
+// Streaming read bandwidth of `bytes` with `threads` threads, GB/s (the probe's best).
 double MeasureReadBandwidth(uint64_t bytes, int threads);
 
 }  // namespace ari::runtime

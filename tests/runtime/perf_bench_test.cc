@@ -86,6 +86,17 @@ TEST(PerfBench, PairsBandwidthProbesWithDecodeRuns) {
   EXPECT_GT(r->paired_fraction.min, 0.0);
   EXPECT_GT(r->paired_bandwidth_gbs.min, 0.0);
   EXPECT_NE(r->ToTable().find("paired probe+decode runs (2)"), std::string::npos);
+  // The probe says how it read; decode's own read rate sits next to it, and a fraction
+  // above 1 is flagged (the probe too slow), never printed as if it were fine.
+  EXPECT_NE(r->probe.find("GB/s"), std::string::npos) << r->probe;
+  EXPECT_NE(r->ToTable().find("probe " + r->probe), std::string::npos) << r->ToTable();
+  EXPECT_NEAR(r->decode_read_gbs,
+              static_cast<double>(r->weight_bytes_per_token) * r->decode_tps.median / 1e9,
+              1e-9 + r->decode_read_gbs * 1e-9);
+  EXPECT_EQ(r->probe_too_slow, r->roofline_fraction > 1.0 || r->paired_fraction.median > 1.0);
+  EXPECT_EQ(r->ToTable().find("WARNING: fraction above 1") != std::string::npos,
+            r->probe_too_slow);
+  EXPECT_NE(r->ToJson().find("\"probe_too_slow\":"), std::string::npos);
 }
 
 }  // namespace
