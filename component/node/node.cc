@@ -248,6 +248,9 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   if (engine_->loaded_path() != model) {
     Log("model %s runs as its pack %s", model.c_str(), engine_->loaded_path().c_str());
   }
+  for (const std::string& note : engine_->memory_plan().notes) {
+    if (note.rfind("kernel tier", 0) == 0) Log("%s", note.c_str());
+  }
   auto watch = ModelFileWatch::Open(engine_->loaded_path(), engine_->model().file().bytes().size());
   if (!watch) return std::unexpected(watch.error());
   model_watch_ = std::move(*watch);

@@ -19,6 +19,7 @@
 #include "runtime/gguf/gguf.h"
 #include "runtime/grammar/token_constraint.h"
 #include "runtime/kernels/layout.h"
+#include "runtime/kernels/tier_choice.h"
 #include "runtime/model/forward.h"
 #include "runtime/model/model.h"
 #include "runtime/model/pack_cache.h"
@@ -201,6 +202,16 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     plan_.notes.push_back("embedding MADV_RANDOM not applied: " + adv.error().ToString());
   } else {
     plan_.notes.push_back("embedding table advised MADV_RANDOM (rows read on demand)");
+  }
+  if (packed_) {  // measured here, once per process, not in the first chunk
+    const std::string report = kernels::TierChoiceReport();
+    size_t a = 0;
+    while (a < report.size()) {
+      size_t e = report.find('\n', a);
+      if (e == std::string::npos) e = report.size();
+      plan_.notes.push_back("kernel tier by measurement: " + report.substr(a, e - a));
+      a = e + 1;
+    }
   }
   return {};
 }

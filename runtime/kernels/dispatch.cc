@@ -8,8 +8,19 @@
 
 #include "runtime/kernels/kernel_tiers.h"
 #include "runtime/kernels/kernels.h"
+#include "runtime/kernels/tier_choice.h"
 
 namespace ari::runtime::kernels {
+
+IsaTier internal::LowerTier(IsaTier tier) {
+  switch (tier) {
+    case IsaTier::kAvx512Vnni: return IsaTier::kAvx2;
+    case IsaTier::kNeonI8mm: return IsaTier::kNeonDotprod;
+    case IsaTier::kNeonDotprod: return IsaTier::kNeon;
+    default: return IsaTier::kScalar;
+  }
+}
+
 namespace {
 
 // Tables hold only function addresses (constant-initialized: nothing of an ISA-specific
@@ -76,16 +87,6 @@ const KernelTable* OwnTable(IsaTier tier) {
   }
 }
 
-// Next lower tier of the same family.
-IsaTier Lower(IsaTier tier) {
-  switch (tier) {
-    case IsaTier::kAvx512Vnni: return IsaTier::kAvx2;
-    case IsaTier::kNeonI8mm: return IsaTier::kNeonDotprod;
-    case IsaTier::kNeonDotprod: return IsaTier::kNeon;
-    default: return IsaTier::kScalar;
-  }
-}
-
 constexpr int64_t kChunk = 256;  // fused ops work on chunks of this many values (1 KiB)
 
 }  // namespace
@@ -95,7 +96,7 @@ const KernelTable& KernelsFor(IsaTier tier) {
     std::array<const KernelTable*, kNumIsaTiers> r{};
     for (int i = 0; i < kNumIsaTiers; ++i) {
       IsaTier t = static_cast<IsaTier>(i);
-      while (OwnTable(t) == nullptr) t = Lower(t);
+      while (OwnTable(t) == nullptr) t = internal::LowerTier(t);
       r[static_cast<size_t>(i)] = OwnTable(t);
     }
     return r;
@@ -103,7 +104,8 @@ const KernelTable& KernelsFor(IsaTier tier) {
   return *resolved[static_cast<size_t>(tier)];
 }
 
-const KernelTable& ActiveKernels() { return KernelsFor(ActiveIsaTier()); }
+// The active tier's table with each matmul from its measured-fastest tier (tier_choice.h).
+const KernelTable& ActiveKernels() { return ChosenKernelsFor(ActiveIsaTier()); }
 
 bool IsaTierCompiled(IsaTier tier) { return OwnTable(tier) != nullptr; }
 

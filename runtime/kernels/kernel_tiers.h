@@ -12,6 +12,9 @@ static inline uint16_t LoadU16(const std::byte* p) {
   return static_cast<uint16_t>(static_cast<unsigned>(p[0]) | (static_cast<unsigned>(p[1]) << 8));
 }
 
+// Next lower tier of the same family (kScalar stays kScalar).
+IsaTier LowerTier(IsaTier tier);
+
 // min/max for the SIMD files (instead of std::min/std::max templates, see above).
 static inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t Max64(int64_t a, int64_t b) { return a > b ? a : b; }

@@ -69,7 +69,8 @@ struct KernelTable {
 // (e.g. kNeonI8mm resolves to kNeonDotprod when the compiler lacks i8mm). The caller must only
 // run tables of supported tiers (IsaTierSupported).
 const KernelTable& KernelsFor(IsaTier tier);
-// Table of ActiveIsaTier().
+// Table of ActiveIsaTier(), its matmuls each from the fastest tier at or below it as
+// measured once per process (tier_choice.h: ChosenKernelsFor).
 const KernelTable& ActiveKernels();
 // True if `tier` has its own kernels in this build (not a fallback).
 bool IsaTierCompiled(IsaTier tier);

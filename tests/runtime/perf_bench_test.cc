@@ -94,8 +94,7 @@ TEST(PerfBench, PairsBandwidthProbesWithDecodeRuns) {
               static_cast<double>(r->weight_bytes_per_token) * r->decode_tps.median / 1e9,
               1e-9 + r->decode_read_gbs * 1e-9);
   EXPECT_EQ(r->probe_too_slow, r->roofline_fraction > 1.0 || r->paired_fraction.median > 1.0);
-  EXPECT_EQ(r->ToTable().find("WARNING: fraction above 1") != std::string::npos,
-            r->probe_too_slow);
+  EXPECT_EQ(r->ToTable().find("WARNING: fraction above 1") != std::string::npos, r->probe_too_slow);
   EXPECT_NE(r->ToJson().find("\"probe_too_slow\":"), std::string::npos);
 }
 
