@@ -90,7 +90,7 @@ __attribute__((target("avx512f"))) uint64_t SumAvx512Streams(const uint64_t* p, 
 }
 #endif
 
-uint64_t Dispatch(const uint64_t* p, uint64_t n, int streams, ProbeIsa isa) {
+uint64_t Dispatch(const uint64_t* p, uint64_t n, int streams, [[maybe_unused]] ProbeIsa isa) {
 #if defined(__x86_64__)
   if (isa == ProbeIsa::kAvx512) {
     switch (streams) {
