@@ -79,7 +79,9 @@ TEST(TierChoice, ActiveKernelsFollowTheGovernorsCeiling) {
   EXPECT_EQ(&ActiveKernels(), &ChosenKernelsFor(ActiveIsaTier()));
 }
 
-TEST(TierChoice, MeasurementTimesEveryCandidateAndPrefersSimdOverScalar) {
+// Which tier wins is a speed figure (benchmarks, docs/benchmarks.md), not asserted here:
+// under qemu-user (the aarch64 CI step) emulated NEON can be slower than scalar code.
+TEST(TierChoice, MeasurementTimesEveryCandidateAndTheFastestIsChosen) {
   if (BestIsaTier() == IsaTier::kScalar) {
     GTEST_SKIP() << "no SIMD tier on this CPU: nothing to choose between";
   }
@@ -95,14 +97,16 @@ TEST(TierChoice, MeasurementTimesEveryCandidateAndPrefersSimdOverScalar) {
     const auto f = static_cast<MatmulFamily>(fi);
     const auto cand = CandidateTiers(f, BestIsaTier(), true, st);
     ASSERT_GE(cand.size(), 2u);
+    IsaTier fastest = cand.front();
     for (IsaTier c : cand) {
       const double us = t.us[static_cast<size_t>(fi)][static_cast<size_t>(c)];
+      if (us < t.us[static_cast<size_t>(fi)][static_cast<size_t>(fastest)]) fastest = c;
       EXPECT_GT(us, 0.0) << MatmulFamilyName(f) << " " << IsaTierName(c);
       std::printf("[ measure  ] %s %s: %.1f us (256 x 512, a functional run)\n",
                   std::string(MatmulFamilyName(f)).c_str(), std::string(IsaTierName(c)).c_str(),
                   us);
     }
-    EXPECT_NE(ChooseTier(t, f, cand), IsaTier::kScalar) << MatmulFamilyName(f);
+    EXPECT_EQ(ChooseTier(t, f, cand), fastest) << MatmulFamilyName(f);
   }
 }
 
