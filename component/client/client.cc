@@ -163,18 +163,39 @@ void ClientCore::OnChunks() {
 
 void ClientCore::OnStatus() {
   for (;;) {
-    auto n = status_reader_.TakeLoaned(16, [&](const void* sample, const dds_sample_info_t& info) {
-      if (sample == nullptr) return;
-      auto who = status_reader_.WriterParticipant(info.publication_handle);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (who) node_participant_ = *who;
-      ++events_;
-      view_.status = *static_cast<const ari_NodeStatus*>(sample);
-      if (view_.liveliness == NodeLiveliness::kUnknown) view_.liveliness = NodeLiveliness::kAlive;
-      view_cv_.notify_all();
-    });
+    auto n = status_reader_.TakeLoaned(
+        16,
+        [&](const void* sample, const dds_sample_info_t& info) { OnStatusSample(sample, info); },
+        true);
     if (!n || *n == 0) return;
   }
+}
+
+void ClientCore::OnStatusSample(const void* sample, const dds_sample_info_t& info) {
+  if (sample == nullptr) return;
+  const auto* s = static_cast<const ari_NodeStatus*>(sample);
+  if (!info.valid_data) {  // the node's writer went away (or unregistered): not alive
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [id, k] : nodes_) {
+      if (k.status.key_hi == s->key_hi && k.status.key_lo == s->key_lo) k.alive = false;
+    }
+    ++events_;
+    view_cv_.notify_all();
+    return;
+  }
+  auto who = status_reader_.WriterParticipant(info.publication_handle);
+  const std::string id(dds::FixedView(s->node_id));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (who) node_participant_ = *who;
+  ++events_;
+  view_.status = *s;
+  if (view_.liveliness == NodeLiveliness::kUnknown) view_.liveliness = NodeLiveliness::kAlive;
+  KnownNode& k = nodes_[id];
+  k.status = *s;
+  k.source_ns = info.source_timestamp;
+  k.alive = info.instance_state == DDS_ALIVE_INSTANCE_STATE;
+  if (who) k.participant = *who;
+  view_cv_.notify_all();
 }
 
 void ClientCore::OnLiveliness() {
@@ -207,7 +228,9 @@ void ClientCore::OnMatched() {
   // Reading the statuses resets them; waiters re-check the matches themselves.
   (void)request_writer_.MatchedReaders();
   (void)chunk_reader_.MatchedWriters();
-  if (participant_.domain().shared_memory_enabled() && NodeReady()) (void)IceoryxReadyAt();
+  if (participant_.domain().shared_memory_enabled() && NodeReady(std::nullopt)) {
+    (void)IceoryxReadyAt();
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   ++events_;
   view_cv_.notify_all();
@@ -225,17 +248,74 @@ std::chrono::steady_clock::time_point ClientCore::IceoryxReadyAt() {
   return settle_since_ + IceoryxSettle();
 }
 
-bool ClientCore::NodeReady() {
+bool ClientCore::NodeReady(const std::optional<std::string>& target) {
   std::optional<dds_guid_t> node;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (view_.liveliness != NodeLiveliness::kAlive) return false;
     node = node_participant_;
+    if (target) {
+      auto it = nodes_.find(*target);
+      if (it == nodes_.end() || !it->second.alive) return false;
+      node = it->second.participant;
+    }
   }
   return node && request_writer_.MatchedReaderOf(*node) && chunk_reader_.MatchedWriterOf(*node);
 }
 
-Result<void> ClientCore::WaitMatched() {
+std::vector<RouteNode> ClientCore::RouteNodes(int64_t now_ns) {
+  std::vector<RouteNode> out;
+  out.reserve(nodes_.size());
+  for (auto& [id, k] : nodes_) {
+    auto v = ParseNodeStatus(k.status, k.source_ns, now_ns, k.alive);
+    if (!v) {
+      if (!k.logged_bad) {
+        std::fprintf(stderr, "ari client: NodeStatus of node '%s' ignored for routing: %s\n",
+                     id.c_str(), v.error().c_str());
+      }
+      k.logged_bad = true;
+      continue;
+    }
+    k.logged_bad = false;
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+Result<std::string> ClientCore::Route(const AskParams& p, uint64_t spread_key) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!p.target_node.empty()) {  // pinned: wait for that node's status (it may be starting)
+    WaitUntil(view_cv_, lock, options_.node_timeout,
+              [&] { return closed_ || nodes_.contains(p.target_node); });
+  }
+  std::string session_node;
+  if (p.session_id != 0) {
+    if (auto it = session_node_.find(p.session_id); it != session_node_.end()) {
+      session_node = it->second;
+    }
+  }
+  const std::vector<RouteNode> nodes = RouteNodes(dds_time());
+  const RouteRequest req{.urgency = p.urgency,
+                         .pin_node = p.target_node,
+                         .pin_model = {},
+                         .session_node = session_node,
+                         .spread_key = spread_key};
+  auto choice = ChooseNode(nodes, req, options_.routing);
+  if (!choice) {
+    // One node (or none heard of yet): it answers whatever its status says, as with a
+    // single node on the domain; its own admission decides.
+    if (nodes_.size() <= 1 && p.target_node.empty()) return std::string();
+    return MakeError(ErrorCode::kNodeAbsent, std::string(NoRouteName(choice.error())) + " (" +
+                                                 std::to_string(nodes_.size()) + " nodes known, " +
+                                                 std::to_string(nodes.size()) +
+                                                 " with a valid status)");
+  }
+  std::string id = nodes[static_cast<size_t>(choice->index)].node_id;
+  if (p.session_id != 0) session_node_[p.session_id] = id;
+  return id;
+}
+
+Result<void> ClientCore::WaitMatched(const std::optional<std::string>& node) {
   // Event driven: the dispatcher bumps events_ on every match/liveliness/status change.
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + options_.node_timeout;
@@ -245,7 +325,7 @@ Result<void> ClientCore::WaitMatched() {
       std::lock_guard<std::mutex> lock(mutex_);
       seen = events_;
     }
-    if (NodeReady()) {
+    if (NodeReady(node)) {
       if (!participant_.domain().shared_memory_enabled()) return {};
       // DDS reports the match before RouDi has connected the iceoryx publisher and
       // subscriber of the two sides (dds.h, kIceoryxSettle): samples sent in between
@@ -286,8 +366,18 @@ Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams
   request_scratch_.key_hi = SplitMix64(random_seed_);
   request_scratch_.key_lo = n;
   if (auto r = WaitMatched(); !r) return std::unexpected(r.error());
+  // Which node answers (docs/routing.md); then wait for that one's endpoints.
+  auto target = Route(params, SplitMix64(random_seed_ ^ (n * 0x9E3779B97F4A7C15ull)));
+  if (!target) return std::unexpected(target.error());
+  if (!target->empty()) {
+    if (!dds::CopyFixed(*target, request_scratch_.target_node_id)) {
+      return MakeError(ErrorCode::kInvalidArgument, "node id too long: " + *target);
+    }
+    if (auto r = WaitMatched(*target); !r) return std::unexpected(r.error());
+  }
   auto state = std::make_shared<StreamState>();
   state->request_id = id;
+  state->node_id = *target;
   state->key = {request_scratch_.key_hi, request_scratch_.key_lo};
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -27,6 +27,7 @@
 #include "ari.h"
 #include "component/client/dds.h"
 #include "component/client/error.h"
+#include "component/client/routing.h"
 
 namespace ari::component {
 
@@ -36,6 +37,9 @@ struct ClientOptions {
   // Ask fails with kNodeAbsent when no node's request reader and chunk writer are
   // matched within this time.
   dds::Duration node_timeout = std::chrono::seconds(5);
+  // With several nodes on the domain, each Ask goes to the node this rule picks
+  // (docs/routing.md); with one node, to that node.
+  RoutingWeights routing;
 };
 
 struct Turn {
@@ -56,6 +60,9 @@ struct AskParams {
   uint32_t deadline_ms = 0;       // 0 = the node's default for the urgency class
   uint64_t session_id = 0;        // 0 = stateless
   ari_SamplingParams sampling{};  // zero = greedy
+  // The node that must answer (NodeStatus.node_id, <= 31 bytes); "" = the client routes
+  // (docs/routing.md). Request.target_node_id.
+  std::string target_node;
   // Structured output (docs/structured_output.md): at most one of these. The answer is
   // then constrained; the terminal chunk's format_state says whether it is complete.
   std::string schema_name;  // a schema registered in the node config (<= 31 bytes)
@@ -114,6 +121,9 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   const std::string& request_id() const;
+  // The node the request was addressed to (Request.target_node_id); "" = any node (one
+  // node on the domain, or its NodeStatus not received yet).
+  const std::string& node_id() const;
   // Iterator style: the next chunk (the terminal one included); then kClosed.
   // kTimeout when nothing arrives in time, kNodeLost when the node died mid-stream.
   Result<ari_TokenChunk> Next(dds::Duration timeout = dds::Duration::max());
@@ -168,6 +178,9 @@ class Client {
   Result<Stream> Ask(const AskParams& params);
   Result<void> Cancel(std::string_view request_id);
   NodeView Node() const;
+  // Every node whose NodeStatus this client holds, as the routing rule sees it now
+  // (impossible samples left out), in node id order.
+  std::vector<RouteNode> Nodes() const;
   // Blocks until a NodeStatus arrived (transient-local: at once when a node runs) that
   // `accept` accepts (default: any), e.g. the first status of a restarted node.
   Result<ari_NodeStatus> WaitForNode(dds::Duration timeout,

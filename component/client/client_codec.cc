@@ -78,6 +78,9 @@ Result<void> EncodeRequest(const AskParams& p, std::string_view request_id,
   if (client_id.empty() || !dds::CopyFixed(client_id, out->client_id)) {
     return bad("client id must be 1.." + std::to_string(ari_kClientIdLen - 1) + " bytes");
   }
+  if (!dds::CopyFixed(p.target_node, out->target_node_id)) {
+    return bad("target node id must be at most " + std::to_string(ari_kNodeIdLen - 1) + " bytes");
+  }
   const std::vector<Turn> turns = ChatTurns(p);
   if (p.prompt.empty() && turns.empty()) return bad("give a prompt or chat turns");
   if (const int32_t u = dds::RawEnum(p.urgency);

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -19,6 +21,7 @@ namespace ari::component {
 
 struct StreamState {
   std::string request_id;
+  std::string node_id;   // the addressed node ("" = any)
   dds::InstanceKey key;  // the request's instance key (Request.key_hi / key_lo)
   std::mutex mutex;
   std::condition_variable cv;
@@ -27,6 +30,15 @@ struct StreamState {
   bool closed = false;  // client shut down
   uint32_t next_seq = 0;
   uint32_t gaps = 0;
+};
+
+// A node this client has heard of (its NodeStatus instance).
+struct KnownNode {
+  ari_NodeStatus status{};  // latest sample
+  int64_t source_ns = 0;    // its source timestamp (dds_time clock)
+  std::optional<dds_guid_t> participant;
+  bool alive = false;       // the instance has a live writer
+  bool logged_bad = false;  // an impossible sample was logged (once until a good one)
 };
 
 namespace internal {
@@ -56,7 +68,11 @@ class ClientCore {
   Result<Stream> Ask(std::shared_ptr<ClientCore> self, const AskParams& params);
   Result<void> Cancel(std::string_view request_id);
   void Forget(const std::string& request_id);
-  Result<void> WaitMatched();
+  // Until the node (nullopt: any node) has its request reader and chunk writer matched.
+  Result<void> WaitMatched(const std::optional<std::string>& node = std::nullopt);
+  // The node to address (routing rule, docs/routing.md); "" = any node.
+  Result<std::string> Route(const AskParams& params, uint64_t spread_key);
+  std::vector<RouteNode> RouteNodes(int64_t now_ns);  // caller holds mutex_
 
   ClientOptions options_;
   dds::Participant participant_;
@@ -77,6 +93,8 @@ class ClientCore {
   std::condition_variable view_cv_;
   std::unordered_map<std::string, std::shared_ptr<StreamState>> streams_;
   NodeView view_;
+  std::map<std::string, KnownNode> nodes_;                  // by node id
+  std::unordered_map<uint64_t, std::string> session_node_;  // session id -> its node
   bool closed_ = false;
   // Participant of the node that most recently became alive / published its status:
   // Ask sends only when that node's request reader and chunk writer are matched (a
@@ -94,7 +112,8 @@ class ClientCore {
   void OnStatus();
   void OnLiveliness();
   void OnMatched();
-  bool NodeReady();
+  bool NodeReady(const std::optional<std::string>& node);
+  void OnStatusSample(const void* sample, const dds_sample_info_t& info);
   // Under shared memory: records when the current node was first seen matched and
   // returns when iceoryx has surely connected (that time + kIceoryxSettle).
   std::chrono::steady_clock::time_point IceoryxReadyAt();

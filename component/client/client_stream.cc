@@ -21,6 +21,8 @@ Stream::~Stream() {
 
 const std::string& Stream::request_id() const { return state_->request_id; }
 
+const std::string& Stream::node_id() const { return state_->node_id; }
+
 bool Stream::finished() const { return done_; }
 
 Result<ari_TokenChunk> Stream::Next(dds::Duration timeout) {
@@ -124,6 +126,11 @@ Result<void> Client::Cancel(std::string_view request_id) { return core_->Cancel(
 NodeView Client::Node() const {
   std::lock_guard<std::mutex> lock(core_->mutex_);
   return core_->view_;
+}
+
+std::vector<RouteNode> Client::Nodes() const {
+  std::lock_guard<std::mutex> lock(core_->mutex_);
+  return core_->RouteNodes(dds_time());
 }
 
 Result<ari_NodeStatus> Client::WaitForNode(

@@ -52,8 +52,9 @@ bool CopyField(const char* field, size_t cap, std::string* out) {
 
 double ExpectedTtftMs(const RouteNode& n, ari_UrgencyClass urgency, const RoutingWeights& w) {
   if (!n.alive || !n.ready) return kInf;
-  const double rate = n.tokens_per_s > 0 ? n.tokens_per_s : w.unknown_tokens_per_s;
-  const double token_ms = 1000.0 / rate;
+  // One request's rate there, shared with the turns in progress (the cores are).
+  const double rate = n.decode_tokens_per_s > 0 ? n.decode_tokens_per_s : w.unknown_tokens_per_s;
+  const double token_ms = 1000.0 * (1 + std::min(n.slots_busy, n.slots_total)) / rate;
   // Served before it: every waiting request of its class (FIFO) or higher.
   double ahead = 0;
   for (int c = urgency; c < ari_kUrgencyClasses; ++c) ahead += n.queue[c];
@@ -143,8 +144,10 @@ std::expected<RouteNode, std::string> ParseNodeStatus(const ari_NodeStatus& s, i
     return std::unexpected("unknown sensor_state " +
                            std::to_string(static_cast<int>(s.sensor_state)));
   }
-  if (!std::isfinite(s.tokens_per_s) || s.tokens_per_s < 0) {
-    return std::unexpected("tokens_per_s not a rate: " + std::to_string(s.tokens_per_s));
+  for (float rate : {s.tokens_per_s, s.decode_tokens_per_s}) {
+    if (!std::isfinite(rate) || rate < 0) {
+      return std::unexpected("decode rate not a rate: " + std::to_string(rate));
+    }
   }
   if (s.sessions_total == 0 || s.sessions_total > kMaxSlots ||
       s.sessions_in_use > s.sessions_total) {
@@ -173,6 +176,7 @@ std::expected<RouteNode, std::string> ParseNodeStatus(const ari_NodeStatus& s, i
   v.sensor_ok = sensor_ok;
   v.temperature_c = sensor_ok ? s.temperature_c : 0;
   v.tokens_per_s = s.tokens_per_s;
+  v.decode_tokens_per_s = s.decode_tokens_per_s;
   v.age_ms = std::max<int64_t>(0, (now_ns - source_ns) / 1'000'000);
   return v;
 }

@@ -13,8 +13,8 @@
 //   1. Eligible: alive, READY, not stale, the pinned node / model if the request pins
 //      one, and the session's node if the request continues a session held there.
 //   2. CRITICAL: the smallest expected TTFT (ExpectedTtftMs: the queue ahead of it, a
-//      busy node's chunk in flight or a whole turn, the node's measured decode rate,
-//      slowed by its thermal band).
+//      busy node's chunk in flight or a whole turn, the node's measured decode rate
+//      shared with the turns in progress, slowed by its thermal band).
 //   3. Other classes: nodes below the hot band first (a hot node gets them only when
 //      every eligible node is hot); among those the least loaded (queued + busy slots per
 //      slot), then the smaller expected TTFT, then a spread by request id so equal
@@ -40,10 +40,11 @@ struct RouteNode {
   uint32_t queue[ari_kUrgencyClasses] = {};  // waiting requests per UrgencyClass
   uint32_t slots_busy = 0;
   uint32_t slots_total = 0;
-  float temperature_c = 0;  // meaningful when sensor_ok
-  bool sensor_ok = false;   // SENSOR_OK or SENSOR_SIMULATED
-  float tokens_per_s = 0;   // node-wide decode rate; 0 = not measured yet
-  int64_t age_ms = 0;       // since the sample was written (source timestamp)
+  float temperature_c = 0;        // meaningful when sensor_ok
+  bool sensor_ok = false;         // SENSOR_OK or SENSOR_SIMULATED
+  float tokens_per_s = 0;         // node-wide output now (0 when idle)
+  float decode_tokens_per_s = 0;  // one request's recent decode rate there; 0 = none yet
+  int64_t age_ms = 0;             // since the sample was written (source timestamp)
 };
 
 struct RoutingWeights {

@@ -224,6 +224,9 @@ class Node final : public qos::ChunkSink {
   std::atomic<uint64_t> terminal_undelivered_{0};
   std::atomic<bool> status_failure_logged_{false};
   float tokens_per_s_ = 0.0f;
+  // NodeStatus.decode_tokens_per_s: written by the scheduler thread (OnTerminal), read by
+  // the status publisher.
+  std::atomic<float> decode_tokens_per_s_{0.0f};
   int64_t start_ns_ = 0;
   int64_t ready_ms_ = 0;
 };

@@ -46,6 +46,7 @@ void Node::PublishStatus(ari_NodeState state) {
   s.sessions_total = static_cast<uint32_t>(engine_->num_slots());
   s.memory_available_bytes = memory_available_.load();
   s.tokens_per_s = tokens_per_s_;
+  s.decode_tokens_per_s = decode_tokens_per_s_.load(std::memory_order_relaxed);
   const std::string_view pack = engine_->has_pack() ? "pack W8A16+W4A8" : "plain (reference)";
   dds::CopyFixed(pack, s.pack);
   s.can_switch_precision = engine_->has_pack();
@@ -155,13 +156,15 @@ void Node::Drain(int signal_fd) {
       static_cast<unsigned long long>(ts.chunks),
       static_cast<unsigned long long>(ts.chunks_loaned));
   Log("publish: %llu retries, %llu timeouts, %llu other failures, %llu terminals undelivered; "
-      "%llu requesters never matched (at most %llu waiting at once)",
+      "%llu requesters never matched (at most %llu waiting at once); "
+      "%llu requests for other nodes ignored",
       static_cast<unsigned long long>(ts.publish_retries),
       static_cast<unsigned long long>(publish_failures_timeout_.load()),
       static_cast<unsigned long long>(publish_failures_other_.load()),
       static_cast<unsigned long long>(terminal_undelivered_.load()),
       static_cast<unsigned long long>(ts.requester_unmatched),
-      static_cast<unsigned long long>(ts.pending_match_max));
+      static_cast<unsigned long long>(ts.pending_match_max),
+      static_cast<unsigned long long>(ts.for_other_nodes));
   const runtime::EngineCounters ec = engine_->Counters();
   Log("engine: %llu pin failures, %llu refused CPU sets, %llu refused ISA tiers",
       static_cast<unsigned long long>(ec.pin_failures),

@@ -426,6 +426,13 @@ void Node::OnTerminal(const qos::TerminalEvent& ev) {
   Log("%s %.*s (%.*s): %u tokens, %.*s", lr.request_id.c_str(), static_cast<int>(sname.size()),
       sname.data(), static_cast<int>(uname.size()), uname.data(), lr.tokens,
       static_cast<int>(message.size()), message.data());
+  if (lr.first_token_ns >= 0 && lr.tokens > 8 && now > lr.first_token_ns) {  // routing's speed
+    const auto rate =
+        static_cast<float>((lr.tokens - 1) / (static_cast<double>(now - lr.first_token_ns) * 1e-9));
+    const float old = decode_tokens_per_s_.load(std::memory_order_relaxed);
+    decode_tokens_per_s_.store(old > 0 ? 0.75f * old + 0.25f * rate : rate,
+                               std::memory_order_relaxed);
+  }
   auto r = transport_->PublishInPlace([&](ari_TokenChunk& c) {
     c = ari_TokenChunk{};
     c.key_hi = lr.key.first;

@@ -189,6 +189,13 @@ void NodeTransport::HandleRequests() {
 }
 
 void NodeTransport::ReceiveRequest(int i) {
+  // Addressed to another node (docs/routing.md): that node answers, this one stays
+  // silent. No allocation: compares in place.
+  const std::string_view target = dds::FixedView(take_scratch_[i].target_node_id);
+  if (!target.empty() && target != options_.node_id) {
+    for_other_nodes_.fetch_add(1);
+    return;
+  }
   RequestInfo& info = take_info_[i];
   if (auto who = request_reader_.WriterParticipant(take_pub_[i]); who) {
     info.requester = *who;
@@ -325,6 +332,7 @@ NodeTransportStats NodeTransport::stats() const {
   s.publish_retries = publish_retries_.load();
   s.requester_unmatched = requester_unmatched_.load();
   s.pending_match_max = pending_match_max_.load();
+  s.for_other_nodes = for_other_nodes_.load();
   return s;
 }
 

@@ -54,6 +54,7 @@ struct NodeTransportStats {
   uint64_t publish_retries = 0;      // chunk writes repeated after a TIMEOUT (back-pressure)
   uint64_t requester_unmatched = 0;  // requests handed on with requester_matched = false
   uint64_t pending_match_max = 0;    // most requests ever waiting for a match at once
+  uint64_t for_other_nodes = 0;      // requests ignored: addressed to another node
 };
 
 class NodeTransport {
@@ -142,6 +143,7 @@ class NodeTransport {
   std::atomic<uint64_t> requests_{0}, cancels_{0}, statuses_{0}, receive_errors_{0};
   std::atomic<uint64_t> publish_retries_{0};
   std::atomic<uint64_t> requester_unmatched_{0}, pending_match_max_{0};
+  std::atomic<uint64_t> for_other_nodes_{0};
   std::atomic<uint64_t> disposes_{0};  // Request instances disposed by their writer
   dds::InstanceKey status_key_;        // NodeStatus key: KeyOfName(node_id)
 };

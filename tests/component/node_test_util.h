@@ -94,11 +94,13 @@ inline std::string ShortDwells(std::string text) {
   return text;
 }
 
-// Writes node.textproto (+ policy.textproto) into dir; `extra` is appended verbatim.
+// Writes node.textproto (+ policy.textproto) into dir; `extra` is appended verbatim,
+// `dds_extra` inside the dds { } block (e.g. `node_id: "n1"`).
 inline std::filesystem::path WriteNodeConfig(const std::filesystem::path& dir,
                                              const std::filesystem::path& model,
                                              const std::string& extra = "",
-                                             const std::string& policy_text = DefaultPolicyWith()) {
+                                             const std::string& policy_text = DefaultPolicyWith(),
+                                             const std::string& dds_extra = "") {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "policy.textproto") << policy_text;
   auto path = dir / "node.textproto";
@@ -106,8 +108,8 @@ inline std::filesystem::path WriteNodeConfig(const std::filesystem::path& dir,
   out << "model_path: \"" << model.string() << "\"\n"
       << "policy_path: \"policy.textproto\"\n"
       << "dds { domain_id: " << TestDomainId() << " cyclone_config: \""
-      << (SourceDir() / "config" / "cyclonedds-lo.xml").string()
-      << "\" liveliness_lease_ms: 500 }\n"
+      << (SourceDir() / "config" / "cyclonedds-lo.xml").string() << "\" liveliness_lease_ms: 500 "
+      << dds_extra << " }\n"
       << "session_slots: 4\nmax_context: 512\n"
       << "limits { max_prompt_bytes: 512 max_max_tokens: 256 client_rate_per_s: 50 "
          "client_burst: 20 }\n"

@@ -22,7 +22,7 @@ RouteNode Idle(std::string id, float tokens_per_s = 20) {
   n.slots_total = 2;
   n.temperature_c = 50;
   n.sensor_ok = true;
-  n.tokens_per_s = tokens_per_s;
+  n.decode_tokens_per_s = tokens_per_s;
   return n;
 }
 
@@ -45,13 +45,20 @@ TEST(Routing, CriticalGoesToTheIdleNode) {
   // Wherever the idle node is in the list.
   const std::vector<RouteNode> other = {Idle("b"), Busy("a", 3), Busy("c")};
   EXPECT_EQ(Route(other, {.urgency = ari_URGENCY_CRITICAL}), "b");
+  // A node with a free slot but a turn in progress shares its cores: the idle one of the
+  // same speed is faster.
+  RouteNode one_busy = Idle("a");
+  one_busy.slots_busy = 1;
+  one_busy.tokens_per_s = 25;  // its current output: not what a newcomer gets
+  EXPECT_EQ(Route({one_busy, Idle("b")}, {.urgency = ari_URGENCY_CRITICAL}), "b");
 }
 
 TEST(Routing, CriticalPrefersAFastBusyNodeToASlowIdleOne) {
   // A busy node parks a turn at its next chunk boundary (chunk_tokens) for CRITICAL: at
-  // 40 t/s that is 9 tokens / 40 = 225 ms, against 1 token / 2 t/s = 500 ms idle.
+  // 100 t/s shared by 3 that is 9 tokens * 30 ms = 270 ms, against 1 token / 2 t/s =
+  // 500 ms idle.
   RouteNode fast_busy = Busy("fast");
-  fast_busy.tokens_per_s = 40;
+  fast_busy.decode_tokens_per_s = 100;
   const std::vector<RouteNode> nodes = {fast_busy, Idle("slow", 2)};
   EXPECT_EQ(Route(nodes, {.urgency = ari_URGENCY_CRITICAL}), "fast");
   // NORMAL would wait a whole turn there (65 tokens / 40 t/s): it takes the idle node.
@@ -154,6 +161,7 @@ ari_NodeStatus GoodStatus() {
   s.sessions_total = 2;
   s.queue_depth[ari_URGENCY_NORMAL] = 3;
   s.tokens_per_s = 31.5f;
+  s.decode_tokens_per_s = 12.5f;
   return s;
 }
 
@@ -175,6 +183,7 @@ TEST(RoutingParse, AGoodSampleBecomesAView) {
   EXPECT_EQ(v->slots_busy, 1u);
   EXPECT_EQ(v->queue[ari_URGENCY_NORMAL], 3u);
   EXPECT_FLOAT_EQ(v->tokens_per_s, 31.5f);
+  EXPECT_FLOAT_EQ(v->decode_tokens_per_s, 12.5f);
   EXPECT_EQ(v->age_ms, 250);
   // A sensor that is missing may report NaN.
   ari_NodeStatus s = GoodStatus();
@@ -197,6 +206,8 @@ TEST(RoutingParse, ImpossibleSamplesAreRefused) {
       {"negative rate", [](ari_NodeStatus& s) { s.tokens_per_s = -1; }},
       {"NaN rate", [](ari_NodeStatus& s) { s.tokens_per_s = std::nanf(""); }},
       {"inf rate", [](ari_NodeStatus& s) { s.tokens_per_s = INFINITY; }},
+      {"NaN decode rate", [](ari_NodeStatus& s) { s.decode_tokens_per_s = std::nanf(""); }},
+      {"negative decode rate", [](ari_NodeStatus& s) { s.decode_tokens_per_s = -5; }},
       {"a negative count (as uint32)",
        [](ari_NodeStatus& s) { s.queue_depth[ari_URGENCY_HIGH] = static_cast<uint32_t>(-1); }},
       {"unknown state", [](ari_NodeStatus& s) { SetRaw(&s.state, 9); }},

@@ -1,0 +1,266 @@
+// Several ari-node processes on one DDS domain (issue 20, docs/routing.md): the client
+// library routes each request to one node, and that node alone answers. Proof from the
+// wire, not from the client's choice: an observer participant maps every TokenChunk to
+// the participant that wrote it, and that participant to a node by its NodeStatus
+// writer; each node's stop line counts the requests it ignored as addressed elsewhere.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "component/client/client.h"
+#include "tests/component/node_fixture.h"
+#include "tests/component/node_test_util.h"
+
+namespace ari::testing {
+namespace {
+
+namespace dds = component::dds;
+using component::AskParams;
+using component::Client;
+using namespace std::chrono_literals;
+
+std::string GuidKey(const dds_guid_t& g) {
+  return std::string(reinterpret_cast<const char*>(g.v), sizeof g.v);
+}
+
+// Every TokenChunk and NodeStatus on the domain, by writer participant.
+class Observer {
+ public:
+  bool Open(std::shared_ptr<dds::Domain> domain) {
+    auto p = dds::Participant::Create(std::move(domain));
+    if (!p) return false;
+    participant_ = std::move(*p);
+    auto ct = dds::Topic::Create(participant_, dds::TopicKind::kTokenChunk);
+    auto st = dds::Topic::Create(participant_, dds::TopicKind::kNodeStatus);
+    if (!ct || !st) return false;
+    chunk_topic_ = std::move(*ct);
+    status_topic_ = std::move(*st);
+    auto cr = dds::Reader::Create(participant_, chunk_topic_);
+    auto sr = dds::Reader::Create(participant_, status_topic_);
+    if (!cr || !sr) return false;
+    chunks_ = std::move(*cr);
+    statuses_ = std::move(*sr);
+    return true;
+  }
+  // Takes what arrived: node of each writer participant, and per request id the nodes
+  // that wrote its chunks and its terminal count.
+  void Drain() {
+    for (;;) {
+      auto n = statuses_.TakeLoaned(16, [&](const void* s, const dds_sample_info_t& info) {
+        if (s == nullptr) return;
+        if (auto who = statuses_.WriterParticipant(info.publication_handle)) {
+          node_of_[GuidKey(*who)] =
+              std::string(dds::FixedView(static_cast<const ari_NodeStatus*>(s)->node_id));
+        }
+      });
+      if (!n || *n == 0) break;
+    }
+    for (;;) {
+      auto n = chunks_.TakeLoaned(16, [&](const void* s, const dds_sample_info_t& info) {
+        if (s == nullptr) return;
+        const auto* c = static_cast<const ari_TokenChunk*>(s);
+        auto who = chunks_.WriterParticipant(info.publication_handle);
+        const std::string node =
+            who && node_of_.contains(GuidKey(*who)) ? node_of_[GuidKey(*who)] : std::string("?");
+        Seen& seen = requests_[std::string(dds::FixedView(c->request_id))];
+        seen.nodes.insert(node);
+        seen.terminals += c->terminal ? 1 : 0;
+      });
+      if (!n || *n == 0) break;
+    }
+  }
+  struct Seen {
+    std::set<std::string> nodes;
+    int terminals = 0;
+  };
+  std::map<std::string, Seen> requests_;
+
+ private:
+  dds::Participant participant_;
+  dds::Topic chunk_topic_, status_topic_;
+  dds::Reader chunks_, statuses_;
+  std::map<std::string, std::string> node_of_;
+};
+
+class MultiNode : public NodeTestBase {
+ protected:
+  MultiNode() : NodeTestBase("multi_node") {}
+
+  // n1..nN, one process each, own config and node id; `hot`: node ids whose replayed
+  // sensor reads 95 C.
+  void StartNodes(int n, const std::set<std::string>& hot = {}) {
+    for (int i = 1; i <= n; ++i) {
+      const std::string id = "n" + std::to_string(i);
+      auto cfg = WriteNodeConfig(dir_ / id, model_, "",
+                                 DefaultPolicyWith("decode_tokens_per_chunk: 2 pause_ms: 3 ",
+                                                   "decode_tokens_per_chunk: 2 pause_ms: 10 "),
+                                 "node_id: \"" + id + "\"");
+      if (hot.contains(id)) {
+        const auto csv = dir_ / (id + ".csv");
+        std::ofstream(csv) << "time_s,celsius\n0,95\n3600,95\n";
+        ReplaceInFile(cfg, "sensor { kind: SENSOR_NONE }",
+                      "sensor { kind: SENSOR_REPLAY replay_csv: \"" + csv.string() + "\" }");
+      }
+      nodes_[id] = std::make_unique<NodeProcess>();
+      ASSERT_TRUE(nodes_[id]->Start(cfg, dir_ / (id + ".log")));
+    }
+  }
+  static void ReplaceInFile(const std::filesystem::path& f, const std::string& from,
+                            const std::string& to) {
+    std::ifstream in(f);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    std::ofstream(f) << text;
+  }
+  std::unique_ptr<Client> Connect(const std::string& name) {
+    component::ClientOptions o;
+    o.client_id = name;
+    o.node_timeout = 20s;
+    auto c = Client::Connect(domain_, o);
+    EXPECT_TRUE(c.has_value());
+    return c ? std::move(*c) : nullptr;
+  }
+  // Until the client sees `n` ready nodes for which `pred` holds.
+  static bool WaitNodes(
+      Client& c, size_t n,
+      const std::function<bool(const component::RouteNode&)>& pred =
+          [](const component::RouteNode&) { return true; }) {
+    for (int i = 0; i < 600; ++i) {
+      size_t ok = 0;
+      for (const auto& v : c.Nodes()) ok += v.ready && v.alive && pred(v) ? 1 : 0;
+      if (ok >= n) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+  // Stops every node (SIGTERM) and returns each one's "requests for other nodes ignored".
+  std::map<std::string, long> StopAll() {
+    std::map<std::string, long> ignored;
+    for (auto& [id, p] : nodes_) {
+      EXPECT_EQ(p->Stop(SIGTERM), 0) << p->Log();
+      const std::string log = p->Log();
+      const size_t at = log.find(" requests for other nodes ignored");
+      EXPECT_NE(at, std::string::npos) << log;
+      if (at == std::string::npos) continue;
+      const size_t start = log.rfind(' ', at - 1) + 1;
+      ignored[id] = std::stol(log.substr(start, at - start));
+    }
+    return ignored;
+  }
+  std::map<std::string, std::unique_ptr<NodeProcess>> nodes_;
+};
+
+TEST_F(MultiNode, LoadSpreadsAndOnlyTheAddressedNodeAnswers) {
+  StartNodes(3);
+  Observer obs;
+  ASSERT_TRUE(obs.Open(domain_));
+  auto client = Connect("spread");
+  ASSERT_TRUE(client && WaitNodes(*client, 3));
+  constexpr int kRequests = 30;
+  std::vector<component::Stream> streams;
+  std::map<std::string, int> per_node;
+  for (int i = 0; i < kRequests; ++i) {
+    AskParams p;
+    p.prompt = "Once upon a time";
+    p.max_tokens = 4;
+    auto s = client->Ask(p);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    ++per_node[s->node_id()];
+    streams.push_back(std::move(*s));
+  }
+  for (auto& s : streams) {
+    auto sum = s.Wait({}, 30s);
+    EXPECT_TRUE(sum.has_value()) << s.request_id() << ": " << sum.error().ToString();
+  }
+  // Every node got work (30 requests over 3 equal nodes; P(one gets none) ~ 2e-5).
+  for (const std::string id : {"n1", "n2", "n3"}) EXPECT_GE(per_node[id], 1) << id;
+  EXPECT_EQ(per_node.count(""), 0u) << "a request went unaddressed";
+  // On the wire: each answer came from its addressed node only, with one terminal.
+  std::this_thread::sleep_for(300ms);
+  obs.Drain();
+  for (auto& s : streams) {
+    const Observer::Seen& seen = obs.requests_[s.request_id()];
+    EXPECT_EQ(seen.nodes, std::set<std::string>{s.node_id()}) << s.request_id();
+    EXPECT_EQ(seen.terminals, 1) << s.request_id();
+  }
+  // And each node ignored exactly the requests addressed to the others.
+  const auto ignored = StopAll();
+  for (const auto& [id, n] : ignored) EXPECT_EQ(n, kRequests - per_node[id]) << id;
+}
+
+TEST_F(MultiNode, CriticalGoesToTheIdleNode) {
+  StartNodes(3);
+  Observer obs;
+  ASSERT_TRUE(obs.Open(domain_));
+  auto client = Connect("crit");
+  ASSERT_TRUE(client && WaitNodes(*client, 3));
+  // One short turn on each node first: each then reports its decode rate.
+  for (const std::string id : {"n1", "n2", "n3"}) {
+    AskParams p;
+    p.prompt = "Once upon a time";
+    p.max_tokens = 16;
+    p.target_node = id;
+    auto s = client->Ask(p);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    EXPECT_EQ(s->node_id(), id);
+    ASSERT_TRUE(s->Wait({}, 30s).has_value());
+  }
+  ASSERT_TRUE(WaitNodes(*client, 3, [](const auto& v) { return v.decode_tokens_per_s > 0; }));
+  // n1 and n2 busy with long turns (2 tokens per chunk, 10 ms pauses: seconds).
+  std::vector<component::Stream> busy;
+  for (const std::string id : {"n1", "n2"}) {
+    AskParams p;
+    p.prompt = "Once upon a time";
+    p.max_tokens = 250;
+    p.target_node = id;
+    auto s = client->Ask(p);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    ASSERT_TRUE(s->Next(20s).has_value());
+    busy.push_back(std::move(*s));
+  }
+  ASSERT_TRUE(WaitNodes(*client, 2, [](const auto& v) { return v.slots_busy >= 1; }));
+  AskParams nav;
+  nav.prompt = "Turn left";
+  nav.max_tokens = 8;
+  nav.urgency = ari_URGENCY_CRITICAL;
+  auto s = client->Ask(nav);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  EXPECT_EQ(s->node_id(), "n3");
+  EXPECT_TRUE(s->Wait({}, 20s).has_value());
+  for (auto& b : busy) EXPECT_TRUE(b.Wait({}, 60s).has_value());
+  std::this_thread::sleep_for(300ms);
+  obs.Drain();
+  EXPECT_EQ(obs.requests_[s->request_id()].nodes, std::set<std::string>{"n3"});
+  EXPECT_EQ(obs.requests_[s->request_id()].terminals, 1);
+  StopAll();
+}
+
+TEST_F(MultiNode, AHotNodeGetsNoNormalWork) {
+  StartNodes(2, {"n1"});
+  auto client = Connect("cool");
+  ASSERT_TRUE(client && WaitNodes(*client, 2));
+  ASSERT_TRUE(WaitNodes(*client, 1, [](const auto& v) { return v.temperature_c >= 90; }))
+      << nodes_["n1"]->Log();
+  std::vector<component::Stream> streams;
+  for (int i = 0; i < 10; ++i) {
+    AskParams p;
+    p.prompt = "Once upon a time";
+    p.max_tokens = 4;
+    auto s = client->Ask(p);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    EXPECT_EQ(s->node_id(), "n2");
+    streams.push_back(std::move(*s));
+  }
+  for (auto& s : streams) EXPECT_TRUE(s.Wait({}, 30s).has_value());
+  const auto ignored = StopAll();
+  EXPECT_EQ(ignored.at("n1"), 10);  // every request reached it, addressed to n2
+  EXPECT_EQ(ignored.at("n2"), 0);
+}
+
+}  // namespace
+}  // namespace ari::testing
