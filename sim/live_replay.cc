@@ -111,6 +111,7 @@ std::string WireStatusName(int32_t s) {
     case ari_STATUS_FORBIDDEN: return "FORBIDDEN";
     case ari_STATUS_FAILED: return "FAILED";
     case ari_STATUS_SHUTDOWN: return "SHUTDOWN";
+    case ari_STATUS_NODE_LOST: return "NODE_LOST";
     default: return "UNKNOWN(" + std::to_string(s) + ")";
   }
 }

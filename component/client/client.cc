@@ -155,6 +155,7 @@ void ClientCore::OnChunks() {
       }
       std::lock_guard<std::mutex> sl(s->mutex);
       s->queue.push_back(*c);
+      s->any_chunk = true;
       s->cv.notify_all();
     });
     if (!n || *n == 0) return;
@@ -177,7 +178,15 @@ void ClientCore::OnStatusSample(const void* sample, const dds_sample_info_t& inf
   if (!info.valid_data) {  // the node's writer went away (or unregistered): not alive
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [id, k] : nodes_) {
-      if (k.status.key_hi == s->key_hi && k.status.key_lo == s->key_lo) k.alive = false;
+      if (k.status.key_hi != s->key_hi || k.status.key_lo != s->key_lo || !k.alive) continue;
+      k.alive = false;
+      for (auto& [rid, st] : streams_) {  // its requests fail over (Stream::Next)
+        std::lock_guard<std::mutex> sl(st->mutex);
+        if (st->node_id != id) continue;
+        st->node_lost = true;
+        st->lost_node = id;
+        st->cv.notify_all();
+      }
     }
     ++events_;
     view_cv_.notify_all();
@@ -378,6 +387,10 @@ Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams
   auto state = std::make_shared<StreamState>();
   state->request_id = id;
   state->node_id = *target;
+  state->sent = std::make_unique<ari_Request>(request_scratch_);
+  state->pinned = !params.target_node.empty();
+  state->restart_ok = params.restart_on_node_loss.value_or(params.urgency == ari_URGENCY_CRITICAL &&
+                                                           params.session_id == 0);
   state->key = {request_scratch_.key_hi, request_scratch_.key_lo};
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -388,6 +401,33 @@ Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams
     return std::unexpected(r.error());
   }
   return Stream(std::move(self), std::move(state));
+}
+
+Result<void> ClientCore::Resubmit(StreamState& s) {
+  std::lock_guard<std::mutex> wl(write_mutex_);
+  if (s.pinned) return MakeError(ErrorCode::kNodeLost, "pinned to the lost node");
+  AskParams p;  // what routing reads of a request
+  std::memcpy(&p.urgency, &s.sent->urgency, sizeof p.urgency);
+  p.session_id = s.sent->session_id;
+  if (p.session_id != 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    session_node_.erase(p.session_id);  // its KV died with the node
+  }
+  auto target = Route(p, SplitMix64(random_seed_ ^ s.key.lo ^ 0x5bd1e995u));
+  if (!target) return std::unexpected(target.error());
+  if (target->empty() || *target == s.node_id) {
+    return MakeError(ErrorCode::kNodeLost, "no other live node to fail over to");
+  }
+  if (auto r = WaitMatched(*target); !r) return std::unexpected(r.error());
+  if (!dds::CopyFixed(*target, s.sent->target_node_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "node id too long: " + *target);
+  }
+  {
+    std::lock_guard<std::mutex> sl(s.mutex);
+    s.node_id = *target;
+    ++s.resubmits;
+  }
+  return request_writer_.Write(s.sent.get());  // same instance, same request id
 }
 
 Result<void> ClientCore::Cancel(std::string_view request_id) {

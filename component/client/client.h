@@ -63,6 +63,12 @@ struct AskParams {
   // The node that must answer (NodeStatus.node_id, <= 31 bytes); "" = the client routes
   // (docs/routing.md). Request.target_node_id.
   std::string target_node;
+  // When the answering node's liveliness is lost: a request it had not started is sent
+  // once to another node (same request id) unless pinned; one it was streaming is
+  // restarted there (the answer starts over, Stream::restarts() counts it) when this is
+  // on, else it ends with a terminal STATUS_NODE_LOST. nullopt: on for stateless
+  // CRITICAL requests, off otherwise (docs/routing.md "Failover").
+  std::optional<bool> restart_on_node_loss;
   // Structured output (docs/structured_output.md): at most one of these. The answer is
   // then constrained; the terminal chunk's format_state says whether it is complete.
   std::string schema_name;  // a schema registered in the node config (<= 31 bytes)
@@ -124,6 +130,8 @@ class Stream {
   // The node the request was addressed to (Request.target_node_id); "" = any node (one
   // node on the domain, or its NodeStatus not received yet).
   const std::string& node_id() const;
+  // Times the answer started over on another node after its node was lost (0 or 1).
+  uint32_t restarts() const;
   // Iterator style: the next chunk (the terminal one included); then kClosed.
   // kTimeout when nothing arrives in time, kNodeLost when the node died mid-stream.
   Result<ari_TokenChunk> Next(dds::Duration timeout = dds::Duration::max());

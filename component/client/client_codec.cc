@@ -142,6 +142,7 @@ std::optional<Error> TerminalError(const ari_TokenChunk& c) {
     case ari_STATUS_FORBIDDEN: return make(ErrorCode::kRejected, "rejected (FORBIDDEN)");
     case ari_STATUS_FAILED: return make(ErrorCode::kFailed, "failed");
     case ari_STATUS_SHUTDOWN: return make(ErrorCode::kFailed, "ended by node shutdown");
+    case ari_STATUS_NODE_LOST: return make(ErrorCode::kNodeLost, "ended: its node was lost");
     default: break;  // OK or out of range: not a valid terminal status
   }
   return make(ErrorCode::kInternal, "ended with a non-terminal status");

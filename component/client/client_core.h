@@ -21,8 +21,17 @@ namespace ari::component {
 
 struct StreamState {
   std::string request_id;
-  std::string node_id;   // the addressed node ("" = any)
-  dds::InstanceKey key;  // the request's instance key (Request.key_hi / key_lo)
+  std::string node_id;  // the addressed node ("" = any)
+  dds::InstanceKey key;
+  // Failover (docs/routing.md): the request as sent, for one resubmission.
+  std::unique_ptr<ari_Request> sent;
+  bool pinned = false;      // AskParams.target_node: never moved
+  bool restart_ok = false;  // AskParams.restart_on_node_loss, resolved
+  bool any_chunk = false;   // a chunk of the current answer arrived
+  int resubmits = 0;
+  uint32_t restarts = 0;
+  std::string lost_node;  // the node whose loss ended or moved the request  // the request's
+                          // instance key (Request.key_hi / key_lo)
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<ari_TokenChunk> queue;
@@ -72,6 +81,8 @@ class ClientCore {
   Result<void> WaitMatched(const std::optional<std::string>& node = std::nullopt);
   // The node to address (routing rule, docs/routing.md); "" = any node.
   Result<std::string> Route(const AskParams& params, uint64_t spread_key);
+  // Sends the stream's request once more, to another live node (failover).
+  Result<void> Resubmit(StreamState& s);
   std::vector<RouteNode> RouteNodes(int64_t now_ns);  // caller holds mutex_
 
   ClientOptions options_;

@@ -1,4 +1,7 @@
 // Stream and Client: the public API of client.h over ClientCore (client_core.h).
+#include <cstdio>
+#include <cstring>
+
 #include "component/client/client_core.h"
 
 namespace ari::component {
@@ -23,6 +26,11 @@ const std::string& Stream::request_id() const { return state_->request_id; }
 
 const std::string& Stream::node_id() const { return state_->node_id; }
 
+uint32_t Stream::restarts() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->restarts;
+}
+
 bool Stream::finished() const { return done_; }
 
 Result<ari_TokenChunk> Stream::Next(dds::Duration timeout) {
@@ -30,6 +38,25 @@ Result<ari_TokenChunk> Stream::Next(dds::Duration timeout) {
   std::unique_lock<std::mutex> lock(state_->mutex);
   WaitUntil(state_->cv, lock, timeout,
             [&] { return !state_->queue.empty() || state_->node_lost || state_->closed; });
+  // Failover (docs/routing.md): once per request, to another live node, when the lost
+  // node had not started it or a restart is allowed.
+  if (state_->queue.empty() && state_->node_lost && !state_->closed && state_->resubmits == 0 &&
+      (!state_->any_chunk || state_->restart_ok)) {
+    lock.unlock();
+    const auto moved = core_->Resubmit(*state_);
+    lock.lock();
+    if (moved) {
+      state_->node_lost = false;
+      if (state_->any_chunk) ++state_->restarts;  // the answer starts over
+      state_->any_chunk = false;
+      state_->next_seq = 0;
+      lock.unlock();
+      return Next(timeout);
+    }
+    std::fprintf(stderr, "ari client: %s not moved off lost node '%s': %s\n",
+                 state_->request_id.c_str(), state_->lost_node.c_str(),
+                 moved.error().ToString().c_str());
+  }
   if (!state_->queue.empty()) {
     ari_TokenChunk c = state_->queue.front();
     state_->queue.pop_front();
@@ -46,6 +73,19 @@ Result<ari_TokenChunk> Stream::Next(dds::Duration timeout) {
   if (state_->node_lost) {
     error_ = Error{ErrorCode::kNodeLost,
                    "node liveliness lost during request " + state_->request_id, 0, -1};
+    if (!state_->lost_node.empty()) {  // one node of several: the stream's own terminal
+      ari_TokenChunk c{};
+      dds::CopyFixed(state_->request_id, c.request_id);
+      c.sequence_number = state_->next_seq;
+      c.terminal = true;
+      c.status = ari_STATUS_NODE_LOST;
+      dds::CopyFixed("node '" + state_->lost_node.substr(0, 60) + "' lost (liveliness)", c.message);
+      error_ = TerminalError(c);
+      done_ = true;
+      lock.unlock();
+      core_->Forget(state_->request_id);
+      return c;
+    }
   } else if (state_->closed) {
     error_ = Error{ErrorCode::kClosed, "client shut down", 0, -1};
   } else {
@@ -67,8 +107,10 @@ Result<StreamSummary> Stream::Wait(const std::function<void(const ari_TokenChunk
     const dds::Duration left =
         forever ? dds::Duration::max()
                 : std::max(dds::Duration::zero(), dds::Duration(until - Clock::now()));
+    const uint32_t restarts = this->restarts();
     auto c = Next(left);
     if (!c) return std::unexpected(c.error());
+    if (this->restarts() != restarts) sum = StreamSummary{};  // started over on another node
     if (on_chunk) on_chunk(*c);
     ++sum.chunks;
     sum.text.append(c->text, std::min<uint32_t>(c->text_len, ari_kChunkTextLen));

@@ -48,8 +48,9 @@ struct RouteNode {
 };
 
 struct RoutingWeights {
-  float warm_celsius = 80;          // from here a node is "warm": slower, still used
-  float hot_celsius = 90;           // from here "hot": no new non-CRITICAL work if avoidable
+  // The bands of config/policy_default.textproto (warm from 70 C, hot from 85 C).
+  float warm_celsius = 70;          // from here a node is "warm": slower, still used
+  float hot_celsius = 85;           // from here "hot": no new non-CRITICAL work if avoidable
   float warm_slowdown = 1.5;        // expected time multiplier in the warm band
   float hot_slowdown = 3.0;         // ... in the hot band (the governor throttles hard)
   float unknown_tokens_per_s = 20;  // decode rate assumed before a node measured one

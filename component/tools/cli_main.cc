@@ -57,6 +57,7 @@ int ExitCodeForStatus(int32_t status) {
     case ari_STATUS_CANCELLED: return 7;
     case ari_STATUS_FAILED:
     case ari_STATUS_SHUTDOWN: return 8;
+    case ari_STATUS_NODE_LOST: return 4;  // as ErrorCode::kNodeLost
     default: return 9;
   }
 }

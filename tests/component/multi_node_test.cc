@@ -90,14 +90,13 @@ class MultiNode : public NodeTestBase {
   MultiNode() : NodeTestBase("multi_node") {}
 
   // n1..nN, one process each, own config and node id; `hot`: node ids whose replayed
-  // sensor reads 95 C.
-  void StartNodes(int n, const std::set<std::string>& hot = {}) {
+  // sensor reads 95 C. Without a sensor the policy's conservative knobs apply.
+  void StartNodes(int n, const std::set<std::string>& hot = {},
+                  const std::string& policy = DefaultPolicyWith()) {
     for (int i = 1; i <= n; ++i) {
       const std::string id = "n" + std::to_string(i);
-      auto cfg = WriteNodeConfig(dir_ / id, model_, "",
-                                 DefaultPolicyWith("decode_tokens_per_chunk: 2 pause_ms: 3 ",
-                                                   "decode_tokens_per_chunk: 2 pause_ms: 10 "),
-                                 "node_id: \"" + id + "\"");
+      if (nodes_.contains(id)) continue;  // already running
+      auto cfg = WriteNodeConfig(dir_ / id, model_, "", policy, "node_id: \"" + id + "\"");
       if (hot.contains(id)) {
         const auto csv = dir_ / (id + ".csv");
         std::ofstream(csv) << "time_s,celsius\n0,95\n3600,95\n";
@@ -260,6 +259,89 @@ TEST_F(MultiNode, AHotNodeGetsNoNormalWork) {
   const auto ignored = StopAll();
   EXPECT_EQ(ignored.at("n1"), 10);  // every request reached it, addressed to n2
   EXPECT_EQ(ignored.at("n2"), 0);
+}
+
+// Failover (docs/routing.md): n1 is killed (SIGKILL) holding a streaming CRITICAL
+// request (restarts by default), a streaming NORMAL one (does not) and a NORMAL one
+// queued behind it (not started: moved). n2 finishes the two that move; the NORMAL
+// stream ends with the client's own terminal STATUS_NODE_LOST; nothing hangs and no
+// request is answered twice.
+TEST_F(MultiNode, FailoverAfterSigkillMovesWhatCanMoveAndEndsTheRest) {
+  // Conservative knobs (no sensor): NORMAL 1 token per chunk, 12 ms pauses (250 tokens:
+  // ~3 s); CRITICAL's pause raised from 5 to 60 ms (4 tokens per chunk: ~4 s), so both
+  // are still streaming when n1 dies.
+  const std::string crit_knobs =
+      "urgency: CRITICAL   knobs { core_class: PERFORMANCE threads: 2 "
+      "precision: W8A16 prefill_chunk: 32 decode_tokens_per_chunk: 4 ";
+  const std::string policy =
+      DefaultPolicyWith(crit_knobs + "pause_ms: 5 ", crit_knobs + "pause_ms: 60 ");
+  ASSERT_NE(policy.find(crit_knobs + "pause_ms: 60 "), std::string::npos);
+  StartNodes(1, {}, policy);
+  Observer obs;
+  ASSERT_TRUE(obs.Open(domain_));
+  auto client = Connect("failover");
+  ASSERT_TRUE(client && WaitNodes(*client, 1));
+  auto ask = [&](ari_UrgencyClass u, uint32_t tokens) {
+    AskParams p;
+    p.prompt = "Once upon a time";
+    p.max_tokens = tokens;
+    p.urgency = u;
+    p.deadline_ms = u == ari_URGENCY_CRITICAL ? 20000 : 0;
+    auto s = client->Ask(p);
+    EXPECT_TRUE(s.has_value()) << s.error().ToString();
+    EXPECT_TRUE(!s || s->node_id() == "n1");
+    return s;
+  };
+  auto normal = ask(ari_URGENCY_NORMAL, 250);
+  ASSERT_TRUE(normal && normal->Next(20s).has_value());
+  auto queued = ask(ari_URGENCY_NORMAL, 16);
+  auto crit = ask(ari_URGENCY_CRITICAL, 250);
+  ASSERT_TRUE(queued && crit && crit->Next(20s).has_value());
+  // The second NORMAL waits behind the first (one NORMAL turn at a time here).
+  auto held = client->WaitForNode(
+      20s, [](const ari_NodeStatus& st) { return st.queue_depth[ari_URGENCY_NORMAL] >= 1; });
+  ASSERT_TRUE(held.has_value()) << nodes_["n1"]->Log();
+  StartNodes(2, {}, policy);  // n2 (n1 runs already)
+  ASSERT_TRUE(WaitNodes(*client, 2));
+  obs.Drain();  // n1's chunks so far, while its writer is still known
+  const auto killed = std::chrono::steady_clock::now();
+  EXPECT_EQ(nodes_["n1"]->Stop(SIGKILL), 128 + SIGKILL);
+
+  // The NORMAL stream: its own terminal, NODE_LOST, after the chunks that came.
+  auto ended = normal->Wait({}, 30s);
+  ASSERT_FALSE(ended.has_value());
+  EXPECT_EQ(ended.error().code, component::ErrorCode::kNodeLost) << ended.error().ToString();
+  // The queued one, moved: answered by n2 alone.
+  auto first = queued->Next(30s);
+  ASSERT_TRUE(first.has_value()) << first.error().ToString();
+  const double failover_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_EQ(queued->node_id(), "n2");
+  EXPECT_EQ(queued->restarts(), 0u);
+  auto qsum = queued->Wait({}, 30s);
+  EXPECT_TRUE(qsum.has_value()) << qsum.error().ToString();
+  // The CRITICAL one, restarted on n2: a whole answer, inside its deadline.
+  auto csum = crit->Wait({}, 30s);
+  ASSERT_TRUE(csum.has_value()) << csum.error().ToString();
+  EXPECT_EQ(crit->node_id(), "n2");
+  EXPECT_EQ(crit->restarts(), 1u);
+  EXPECT_EQ(csum->tokens.size(), 250u);
+  std::printf(
+      "[ measure  ] failover: SIGKILL of n1 -> first chunk of the moved request from n2: "
+      "%.0f ms (liveliness lease 500 ms)\n",
+      failover_ms);
+  std::this_thread::sleep_for(300ms);
+  obs.Drain();
+  EXPECT_EQ(obs.requests_[queued->request_id()].nodes, std::set<std::string>{"n2"});
+  EXPECT_EQ(obs.requests_[queued->request_id()].terminals, 1);
+  // n1 never finished either (chunks it wrote after the last Drain show as "?": a dead
+  // writer's participant cannot be looked up any more).
+  EXPECT_EQ(obs.requests_[crit->request_id()].terminals, 1);
+  EXPECT_TRUE(obs.requests_[crit->request_id()].nodes.contains("n2"));
+  EXPECT_EQ(obs.requests_[normal->request_id()].terminals, 0);
+  EXPECT_FALSE(obs.requests_[normal->request_id()].nodes.contains("n2"));
+  nodes_.erase("n1");
+  StopAll();
 }
 
 }  // namespace
