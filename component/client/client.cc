@@ -98,8 +98,26 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(std::shared_ptr<dds::Doma
                            std::pair{c->chunk_reader_.handle(), kCookieMatched}}) {
     if (auto r = c->waitset_.Attach(e, cookie); !r) return std::unexpected(r.error());
   }
+  if (auto r = c->OpenCriticalWriter(); !r) return std::unexpected(r.error());
   c->thread_ = std::thread([raw = c.get()] { raw->Dispatch(); });
   return c;
+}
+
+Result<void> ClientCore::OpenCriticalWriter() {
+  auto w = dds::Writer::Create(participant_, request_topic_, dds::kDefaultLivelinessLease,
+                               dds::kCriticalPartition);
+  if (!w) {
+    if (w.error().dds_rc != DDS_RETCODE_NOT_ALLOWED_BY_SECURITY) return std::unexpected(w.error());
+    critical_refused_ = w.error().message;  // no CRITICAL right: the rest still works
+    return {};
+  }
+  critical_writer_ = std::move(*w);
+  if (dds_return_t rc =
+          dds_set_status_mask(critical_writer_.handle(), DDS_PUBLICATION_MATCHED_STATUS);
+      rc != DDS_RETCODE_OK) {
+    return DdsError(rc, "dds_set_status_mask(critical request writer)");
+  }
+  return waitset_.Attach(critical_writer_.handle(), kCookieMatched);
 }
 
 void ClientCore::Shutdown() {
@@ -206,8 +224,9 @@ void ClientCore::OnLiveliness() {
 void ClientCore::OnMatched() {
   // Reading the statuses resets them; waiters re-check the matches themselves.
   (void)request_writer_.MatchedReaders();
+  if (critical_writer_.handle() > 0) (void)critical_writer_.MatchedReaders();
   (void)chunk_reader_.MatchedWriters();
-  if (participant_.domain().shared_memory_enabled() && NodeReady()) (void)IceoryxReadyAt();
+  if (participant_.domain().shared_memory_enabled() && NodeReady(false)) (void)IceoryxReadyAt();
   std::lock_guard<std::mutex> lock(mutex_);
   ++events_;
   view_cv_.notify_all();
@@ -225,17 +244,18 @@ std::chrono::steady_clock::time_point ClientCore::IceoryxReadyAt() {
   return settle_since_ + IceoryxSettle();
 }
 
-bool ClientCore::NodeReady() {
+bool ClientCore::NodeReady(bool critical) {
   std::optional<dds_guid_t> node;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (view_.liveliness != NodeLiveliness::kAlive) return false;
     node = node_participant_;
   }
+  if (critical && !(node && critical_writer_.MatchedReaderOf(*node))) return false;
   return node && request_writer_.MatchedReaderOf(*node) && chunk_reader_.MatchedWriterOf(*node);
 }
 
-Result<void> ClientCore::WaitMatched() {
+Result<void> ClientCore::WaitMatched(bool critical) {
   // Event driven: the dispatcher bumps events_ on every match/liveliness/status change.
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + options_.node_timeout;
@@ -245,7 +265,7 @@ Result<void> ClientCore::WaitMatched() {
       std::lock_guard<std::mutex> lock(mutex_);
       seen = events_;
     }
-    if (NodeReady()) {
+    if (NodeReady(critical)) {
       if (!participant_.domain().shared_memory_enabled()) return {};
       // DDS reports the match before RouDi has connected the iceoryx publisher and
       // subscriber of the two sides (dds.h, kIceoryxSettle): samples sent in between
@@ -256,6 +276,13 @@ Result<void> ClientCore::WaitMatched() {
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!view_cv_.wait_until(lock, until, [&] { return events_ != seen || closed_; })) {
+      lock.unlock();
+      if (critical && NodeReady(false)) {
+        return MakeError(ErrorCode::kNodeAbsent,
+                         "the ARI node has no request reader in DDS partition ari-critical "
+                         "matched (its DDS permissions may lack that subscribe rule): it "
+                         "cannot receive CRITICAL requests");
+      }
       return MakeError(ErrorCode::kNodeAbsent,
                        "no live ARI node with matched request reader and chunk writer on domain " +
                            std::to_string(participant_.domain().id()) + " within " +
@@ -285,15 +312,26 @@ Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams
   // Instance key: this client's random nonce + the request counter (docs/interface.md).
   request_scratch_.key_hi = SplitMix64(random_seed_);
   request_scratch_.key_lo = n;
-  if (auto r = WaitMatched(); !r) return std::unexpected(r.error());
+  // CRITICAL goes in partition ari-critical: DDS access control carries the right.
+  const bool critical = dds::RawEnum(request_scratch_.urgency) == ari_URGENCY_CRITICAL;
+  if (critical && critical_writer_.handle() <= 0) {
+    return std::unexpected(Error{ErrorCode::kRejected,
+                                 "CRITICAL refused by DDS Security: this identity may not "
+                                 "write requests in DDS partition ari-critical (" +
+                                     critical_refused_ + ")",
+                                 DDS_RETCODE_NOT_ALLOWED_BY_SECURITY, ari_STATUS_FORBIDDEN});
+  }
+  if (auto r = WaitMatched(critical); !r) return std::unexpected(r.error());
   auto state = std::make_shared<StreamState>();
   state->request_id = id;
   state->key = {request_scratch_.key_hi, request_scratch_.key_lo};
+  state->critical = critical;
+  dds::Writer& writer = critical ? critical_writer_ : request_writer_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     streams_[id] = state;  // registered before writing: no chunk can be missed
   }
-  if (auto r = request_writer_.Write(&request_scratch_); !r) {
+  if (auto r = writer.Write(&request_scratch_); !r) {
     Forget(id);
     return std::unexpected(r.error());
   }
@@ -324,16 +362,18 @@ Result<void> ClientCore::Cancel(std::string_view request_id) {
 
 void ClientCore::Forget(const std::string& request_id) {
   ari_Request key{};  // key fields only
+  bool critical = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = streams_.find(request_id);
     if (it == streams_.end()) return;  // forgotten already
     key.key_hi = it->second->key.hi;
     key.key_lo = it->second->key.lo;
+    critical = it->second->critical;
     streams_.erase(it);
   }
-  // End the request's instance on our writer so caches do not grow per request.
-  if (auto r = request_writer_.Unregister(&key); !r) {
+  // End the request's instance on its writer so caches do not grow per request.
+  if (auto r = (critical ? critical_writer_ : request_writer_).Unregister(&key); !r) {
     std::fprintf(stderr, "ari client: unregister of %s: %s\n", request_id.c_str(),
                  r.error().ToString().c_str());
   }

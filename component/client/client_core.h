@@ -19,7 +19,8 @@ namespace ari::component {
 
 struct StreamState {
   std::string request_id;
-  dds::InstanceKey key;  // the request's instance key (Request.key_hi / key_lo)
+  dds::InstanceKey key;   // the request's instance key (Request.key_hi / key_lo)
+  bool critical = false;  // written by the ari-critical writer (its instance lives there)
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<ari_TokenChunk> queue;
@@ -56,12 +57,20 @@ class ClientCore {
   Result<Stream> Ask(std::shared_ptr<ClientCore> self, const AskParams& params);
   Result<void> Cancel(std::string_view request_id);
   void Forget(const std::string& request_id);
-  Result<void> WaitMatched();
+  // The current node's request reader (critical: the one in partition ari-critical)
+  // and chunk writer matched, within options_.node_timeout.
+  Result<void> WaitMatched(bool critical);
 
   ClientOptions options_;
   dds::Participant participant_;
   dds::Topic request_topic_, chunk_topic_, cancel_topic_, status_topic_;
   dds::Writer request_writer_, cancel_writer_;
+  // CRITICAL requests: a writer in DDS partition ari-critical (dds::kCriticalPartition),
+  // created at connect so it is matched before the first CRITICAL ask. Under DDS
+  // Security only identities granted that partition get one; otherwise it stays empty
+  // and critical_refused_ holds Cyclone's reason (Ask CRITICAL answers kRejected).
+  dds::Writer critical_writer_;
+  std::string critical_refused_;
   dds::Reader chunk_reader_, status_reader_;
   dds::ReadCondition chunk_cond_, status_cond_;
   dds::GuardCondition stop_guard_;
@@ -89,12 +98,14 @@ class ClientCore {
   std::chrono::steady_clock::time_point settle_since_{};
 
  private:
+  // The ari-critical writer (critical_writer_ / critical_refused_), attached to the waitset.
+  Result<void> OpenCriticalWriter();
   void Dispatch();
   void OnChunks();
   void OnStatus();
   void OnLiveliness();
   void OnMatched();
-  bool NodeReady();
+  bool NodeReady(bool critical);
   // Under shared memory: records when the current node was first seen matched and
   // returns when iceoryx has surely connected (that time + kIceoryxSettle).
   std::chrono::steady_clock::time_point IceoryxReadyAt();
