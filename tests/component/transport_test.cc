@@ -290,6 +290,7 @@ TEST(Transport, CriticalRequestsTravelInTheirOwnPartition) {
       ASSERT_TRUE(sum) << sum.error().ToString();
       EXPECT_EQ(sum->chunks, 4u);
     }
+    EXPECT_EQ((*client)->request_stats().writes, 2u);  // both writers counted
     // An old-style writer: default partition, CRITICAL.
     auto pp = dds::Participant::Create(*domain);
     ASSERT_TRUE(pp);
