@@ -1,4 +1,5 @@
 // ClientCore: the participant, endpoints and dispatch thread behind a Client (client_core.h).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,8 +99,26 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(std::shared_ptr<dds::Doma
                            std::pair{c->chunk_reader_.handle(), kCookieMatched}}) {
     if (auto r = c->waitset_.Attach(e, cookie); !r) return std::unexpected(r.error());
   }
+  if (auto r = c->OpenCriticalWriter(); !r) return std::unexpected(r.error());
   c->thread_ = std::thread([raw = c.get()] { raw->Dispatch(); });
   return c;
+}
+
+Result<void> ClientCore::OpenCriticalWriter() {
+  auto w = dds::Writer::Create(participant_, request_topic_, dds::kDefaultLivelinessLease,
+                               dds::kCriticalPartition);
+  if (!w) {
+    if (w.error().dds_rc != DDS_RETCODE_NOT_ALLOWED_BY_SECURITY) return std::unexpected(w.error());
+    critical_refused_ = w.error().message;  // no CRITICAL right: the rest still works
+    return {};
+  }
+  critical_writer_ = std::move(*w);
+  if (dds_return_t rc =
+          dds_set_status_mask(critical_writer_.handle(), DDS_PUBLICATION_MATCHED_STATUS);
+      rc != DDS_RETCODE_OK) {
+    return DdsError(rc, "dds_set_status_mask(critical request writer)");
+  }
+  return waitset_.Attach(critical_writer_.handle(), kCookieMatched);
 }
 
 void ClientCore::Shutdown() {
@@ -200,6 +219,7 @@ void ClientCore::OnStatusSample(const void* sample, const dds_sample_info_t& inf
   view_.status = *s;
   if (view_.liveliness == NodeLiveliness::kUnknown) view_.liveliness = NodeLiveliness::kAlive;
   KnownNode& k = nodes_[id];
+  std::fill(std::begin(k.sent_since), std::end(k.sent_since), 0u);
   k.status = *s;
   k.source_ns = info.source_timestamp;
   k.alive = info.instance_state == DDS_ALIVE_INSTANCE_STATE;
@@ -236,8 +256,9 @@ void ClientCore::OnLiveliness() {
 void ClientCore::OnMatched() {
   // Reading the statuses resets them; waiters re-check the matches themselves.
   (void)request_writer_.MatchedReaders();
+  if (critical_writer_.handle() > 0) (void)critical_writer_.MatchedReaders();
   (void)chunk_reader_.MatchedWriters();
-  if (participant_.domain().shared_memory_enabled() && NodeReady(std::nullopt)) {
+  if (participant_.domain().shared_memory_enabled() && NodeReady(std::nullopt, false)) {
     (void)IceoryxReadyAt();
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -257,7 +278,7 @@ std::chrono::steady_clock::time_point ClientCore::IceoryxReadyAt() {
   return settle_since_ + IceoryxSettle();
 }
 
-bool ClientCore::NodeReady(const std::optional<std::string>& target) {
+bool ClientCore::NodeReady(const std::optional<std::string>& target, bool critical) {
   std::optional<dds_guid_t> node;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -269,6 +290,7 @@ bool ClientCore::NodeReady(const std::optional<std::string>& target) {
       node = it->second.participant;
     }
   }
+  if (critical && !(node && critical_writer_.MatchedReaderOf(*node))) return false;
   return node && request_writer_.MatchedReaderOf(*node) && chunk_reader_.MatchedWriterOf(*node);
 }
 
@@ -286,6 +308,7 @@ std::vector<RouteNode> ClientCore::RouteNodes(int64_t now_ns) {
       continue;
     }
     k.logged_bad = false;
+    for (int c = 0; c < ari_kUrgencyClasses; ++c) v->queue[c] += k.sent_since[c];
     out.push_back(std::move(*v));
   }
   return out;
@@ -321,10 +344,13 @@ Result<std::string> ClientCore::Route(const AskParams& p, uint64_t spread_key) {
   }
   std::string id = nodes[static_cast<size_t>(choice->index)].node_id;
   if (p.session_id != 0) session_node_[p.session_id] = id;
+  if (const int u = dds::RawEnum(p.urgency); u >= 0 && u < ari_kUrgencyClasses) {
+    ++nodes_[id].sent_since[u];
+  }
   return id;
 }
 
-Result<void> ClientCore::WaitMatched(const std::optional<std::string>& node) {
+Result<void> ClientCore::WaitMatched(const std::optional<std::string>& node, bool critical) {
   // Event driven: the dispatcher bumps events_ on every match/liveliness/status change.
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + options_.node_timeout;
@@ -334,7 +360,7 @@ Result<void> ClientCore::WaitMatched(const std::optional<std::string>& node) {
       std::lock_guard<std::mutex> lock(mutex_);
       seen = events_;
     }
-    if (NodeReady(node)) {
+    if (NodeReady(node, critical)) {
       if (!participant_.domain().shared_memory_enabled()) return {};
       // DDS reports the match before RouDi has connected the iceoryx publisher and
       // subscriber of the two sides (dds.h, kIceoryxSettle): samples sent in between
@@ -345,6 +371,13 @@ Result<void> ClientCore::WaitMatched(const std::optional<std::string>& node) {
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!view_cv_.wait_until(lock, until, [&] { return events_ != seen || closed_; })) {
+      lock.unlock();
+      if (critical && NodeReady(node, false)) {
+        return MakeError(ErrorCode::kNodeAbsent,
+                         "the ARI node has no request reader in DDS partition ari-critical "
+                         "matched (its DDS permissions may lack that subscribe rule): it "
+                         "cannot receive CRITICAL requests");
+      }
       return MakeError(ErrorCode::kNodeAbsent,
                        "no live ARI node with matched request reader and chunk writer on domain " +
                            std::to_string(participant_.domain().id()) + " within " +
@@ -374,7 +407,16 @@ Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams
   // Instance key: this client's random nonce + the request counter (docs/interface.md).
   request_scratch_.key_hi = SplitMix64(random_seed_);
   request_scratch_.key_lo = n;
-  if (auto r = WaitMatched(); !r) return std::unexpected(r.error());
+  // CRITICAL goes in partition ari-critical: DDS access control carries the right.
+  const bool critical = dds::RawEnum(request_scratch_.urgency) == ari_URGENCY_CRITICAL;
+  if (critical && critical_writer_.handle() <= 0) {
+    return std::unexpected(Error{ErrorCode::kRejected,
+                                 "CRITICAL refused by DDS Security: this identity may not "
+                                 "write requests in DDS partition ari-critical (" +
+                                     critical_refused_ + ")",
+                                 DDS_RETCODE_NOT_ALLOWED_BY_SECURITY, ari_STATUS_FORBIDDEN});
+  }
+  if (auto r = WaitMatched(std::nullopt, critical); !r) return std::unexpected(r.error());
   // Which node answers (docs/routing.md); then wait for that one's endpoints.
   auto target = Route(params, SplitMix64(random_seed_ ^ (n * 0x9E3779B97F4A7C15ull)));
   if (!target) return std::unexpected(target.error());
@@ -382,7 +424,7 @@ Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams
     if (!dds::CopyFixed(*target, request_scratch_.target_node_id)) {
       return MakeError(ErrorCode::kInvalidArgument, "node id too long: " + *target);
     }
-    if (auto r = WaitMatched(*target); !r) return std::unexpected(r.error());
+    if (auto r = WaitMatched(*target, critical); !r) return std::unexpected(r.error());
   }
   auto state = std::make_shared<StreamState>();
   state->request_id = id;
@@ -392,11 +434,13 @@ Result<Stream> ClientCore::Ask(std::shared_ptr<ClientCore> self, const AskParams
   state->restart_ok = params.restart_on_node_loss.value_or(params.urgency == ari_URGENCY_CRITICAL &&
                                                            params.session_id == 0);
   state->key = {request_scratch_.key_hi, request_scratch_.key_lo};
+  state->critical = critical;
+  dds::Writer& writer = critical ? critical_writer_ : request_writer_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     streams_[id] = state;  // registered before writing: no chunk can be missed
   }
-  if (auto r = request_writer_.Write(&request_scratch_); !r) {
+  if (auto r = writer.Write(&request_scratch_); !r) {
     Forget(id);
     return std::unexpected(r.error());
   }
@@ -418,7 +462,7 @@ Result<void> ClientCore::Resubmit(StreamState& s) {
   if (target->empty() || *target == s.node_id) {
     return MakeError(ErrorCode::kNodeLost, "no other live node to fail over to");
   }
-  if (auto r = WaitMatched(*target); !r) return std::unexpected(r.error());
+  if (auto r = WaitMatched(*target, s.critical); !r) return std::unexpected(r.error());
   if (!dds::CopyFixed(*target, s.sent->target_node_id)) {
     return MakeError(ErrorCode::kInvalidArgument, "node id too long: " + *target);
   }
@@ -427,7 +471,8 @@ Result<void> ClientCore::Resubmit(StreamState& s) {
     s.node_id = *target;
     ++s.resubmits;
   }
-  return request_writer_.Write(s.sent.get());  // same instance, same request id
+  // Same instance, same request id, on the writer that sent it first.
+  return (s.critical ? critical_writer_ : request_writer_).Write(s.sent.get());
 }
 
 Result<void> ClientCore::Cancel(std::string_view request_id) {
@@ -454,16 +499,18 @@ Result<void> ClientCore::Cancel(std::string_view request_id) {
 
 void ClientCore::Forget(const std::string& request_id) {
   ari_Request key{};  // key fields only
+  bool critical = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = streams_.find(request_id);
     if (it == streams_.end()) return;  // forgotten already
     key.key_hi = it->second->key.hi;
     key.key_lo = it->second->key.lo;
+    critical = it->second->critical;
     streams_.erase(it);
   }
-  // End the request's instance on our writer so caches do not grow per request.
-  if (auto r = request_writer_.Unregister(&key); !r) {
+  // End the request's instance on its writer so caches do not grow per request.
+  if (auto r = (critical ? critical_writer_ : request_writer_).Unregister(&key); !r) {
     std::fprintf(stderr, "ari client: unregister of %s: %s\n", request_id.c_str(),
                  r.error().ToString().c_str());
   }

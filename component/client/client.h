@@ -182,7 +182,11 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Publishes a request with a fresh id "<client id>-<counter>-<random hex>".
+  // Publishes a request with a fresh id "<client id>-<counter>-<random hex>". CRITICAL
+  // goes through a second writer in DDS partition ari-critical (dds::kCriticalPartition);
+  // when DDS Security refused that writer at connect (this identity lacks the grant),
+  // CRITICAL returns kRejected (status FORBIDDEN, dds_rc NOT_ALLOWED_BY_SECURITY) at
+  // once, and other urgencies work as usual.
   Result<Stream> Ask(const AskParams& params);
   Result<void> Cancel(std::string_view request_id);
   NodeView Node() const;
@@ -198,9 +202,9 @@ class Client {
 
   const std::string& client_id() const;
   const dds::Domain& domain() const;
-  bool request_shared_memory() const;  // request writer goes through iceoryx
-  bool chunk_shared_memory() const;    // chunk reader gets samples through iceoryx
-  dds::WriterStats request_stats() const;
+  bool request_shared_memory() const;      // request writer goes through iceoryx
+  bool chunk_shared_memory() const;        // chunk reader gets samples through iceoryx
+  dds::WriterStats request_stats() const;  // both request writers (default + ari-critical)
   dds::ReaderStats chunk_stats() const;
 
  private:

@@ -21,8 +21,9 @@ namespace ari::component {
 
 struct StreamState {
   std::string request_id;
-  std::string node_id;  // the addressed node ("" = any)
-  dds::InstanceKey key;
+  std::string node_id;    // the addressed node ("" = any)
+  dds::InstanceKey key;   // the request's instance key (Request.key_hi / key_lo)
+  bool critical = false;  // written by the ari-critical writer (its instance lives there)
   // Failover (docs/routing.md): the request as sent, for one resubmission.
   std::unique_ptr<ari_Request> sent;
   bool pinned = false;      // AskParams.target_node: never moved
@@ -30,8 +31,7 @@ struct StreamState {
   bool any_chunk = false;   // a chunk of the current answer arrived
   int resubmits = 0;
   uint32_t restarts = 0;
-  std::string lost_node;  // the node whose loss ended or moved the request  // the request's
-                          // instance key (Request.key_hi / key_lo)
+  std::string lost_node;  // the node whose loss ended or moved the request
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<ari_TokenChunk> queue;
@@ -48,6 +48,10 @@ struct KnownNode {
   std::optional<dds_guid_t> participant;
   bool alive = false;       // the instance has a live writer
   bool logged_bad = false;  // an impossible sample was logged (once until a good one)
+  // Requests this client sent there since that sample, per UrgencyClass: counted as
+  // queued until the node's next status says where they are (no herding onto the node
+  // that looked idle in a sample 200 ms old).
+  uint32_t sent_since[ari_kUrgencyClasses] = {};
 };
 
 namespace internal {
@@ -77,8 +81,9 @@ class ClientCore {
   Result<Stream> Ask(std::shared_ptr<ClientCore> self, const AskParams& params);
   Result<void> Cancel(std::string_view request_id);
   void Forget(const std::string& request_id);
-  // Until the node (nullopt: any node) has its request reader and chunk writer matched.
-  Result<void> WaitMatched(const std::optional<std::string>& node = std::nullopt);
+  // Until the node (nullopt: any node) has its request reader (critical: also the one in
+  // partition ari-critical) and chunk writer matched, within options_.node_timeout.
+  Result<void> WaitMatched(const std::optional<std::string>& node, bool critical);
   // The node to address (routing rule, docs/routing.md); "" = any node.
   Result<std::string> Route(const AskParams& params, uint64_t spread_key);
   // Sends the stream's request once more, to another live node (failover).
@@ -89,6 +94,12 @@ class ClientCore {
   dds::Participant participant_;
   dds::Topic request_topic_, chunk_topic_, cancel_topic_, status_topic_;
   dds::Writer request_writer_, cancel_writer_;
+  // CRITICAL requests: a writer in DDS partition ari-critical (dds::kCriticalPartition),
+  // created at connect so it is matched before the first CRITICAL ask. Under DDS
+  // Security only identities granted that partition get one; otherwise it stays empty
+  // and critical_refused_ holds Cyclone's reason (Ask CRITICAL answers kRejected).
+  dds::Writer critical_writer_;
+  std::string critical_refused_;
   dds::Reader chunk_reader_, status_reader_;
   dds::ReadCondition chunk_cond_, status_cond_;
   dds::GuardCondition stop_guard_;
@@ -118,12 +129,14 @@ class ClientCore {
   std::chrono::steady_clock::time_point settle_since_{};
 
  private:
+  // The ari-critical writer (critical_writer_ / critical_refused_), attached to the waitset.
+  Result<void> OpenCriticalWriter();
   void Dispatch();
   void OnChunks();
   void OnStatus();
   void OnLiveliness();
   void OnMatched();
-  bool NodeReady(const std::optional<std::string>& node);
+  bool NodeReady(const std::optional<std::string>& node, bool critical);
   void OnStatusSample(const void* sample, const dds_sample_info_t& info);
   // Under shared memory: records when the current node was first seen matched and
   // returns when iceoryx has surely connected (that time + kIceoryxSettle).

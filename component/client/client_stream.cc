@@ -201,7 +201,15 @@ const std::string& Client::client_id() const { return core_->options_.client_id;
 const dds::Domain& Client::domain() const { return core_->participant_.domain(); }
 bool Client::request_shared_memory() const { return core_->request_writer_.shared_memory(); }
 bool Client::chunk_shared_memory() const { return core_->chunk_reader_.shared_memory(); }
-dds::WriterStats Client::request_stats() const { return core_->request_writer_.stats(); }
+dds::WriterStats Client::request_stats() const {
+  dds::WriterStats s = core_->request_writer_.stats();
+  if (core_->critical_writer_.handle() > 0) {
+    const dds::WriterStats c = core_->critical_writer_.stats();
+    s.writes += c.writes;
+    s.loaned_writes += c.loaned_writes;
+  }
+  return s;
+}
 dds::ReaderStats Client::chunk_stats() const { return core_->chunk_reader_.stats(); }
 
 }  // namespace ari::component

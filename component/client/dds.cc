@@ -289,13 +289,42 @@ Result<Topic> Topic::Create(const Participant& participant, TopicKind kind) {
   return t;
 }
 
+namespace {
+
+// The publisher (or subscriber) of an endpoint in a DDS partition; none for "".
+Result<Entity> CreateGroup(const Participant& participant, std::string_view partition,
+                           bool publisher) {
+  if (partition.empty()) return Entity();
+  dds_qos_t* q = dds_create_qos();
+  const std::string name(partition);
+  const char* names[] = {name.c_str()};
+  dds_qset_partition(q, 1, names);
+  const dds_entity_t h = publisher ? dds_create_publisher(participant.handle(), q, nullptr)
+                                   : dds_create_subscriber(participant.handle(), q, nullptr);
+  dds_delete_qos(q);
+  if (h < 0) {
+    return DdsError(h, std::string(publisher ? "dds_create_publisher" : "dds_create_subscriber") +
+                           "(partition " + name + ")");
+  }
+  return Entity(h);
+}
+
+}  // namespace
+
 Result<Writer> Writer::Create(const Participant& participant, const Topic& topic,
-                              Duration liveliness_lease) {
+                              Duration liveliness_lease, std::string_view partition) {
   Qos q = WriterQos(topic.kind(), liveliness_lease);
-  const dds_entity_t h = dds_create_writer(participant.handle(), topic.handle(), q.get(), nullptr);
-  if (h < 0)
-    return DdsError(h, std::string("dds_create_writer(") + TopicQos(topic.kind()).name + ")");
+  auto group = CreateGroup(participant, partition, true);
+  if (!group) return std::unexpected(group.error());
+  const dds_entity_t parent = group->valid() ? group->handle() : participant.handle();
+  const dds_entity_t h = dds_create_writer(parent, topic.handle(), q.get(), nullptr);
+  if (h < 0) {
+    return DdsError(h, std::string("dds_create_writer(") + TopicQos(topic.kind()).name +
+                           (partition.empty() ? "" : ", partition " + std::string(partition)) +
+                           ")");
+  }
   Writer w;
+  w.publisher_ = std::move(*group);
   w.kind_ = topic.kind();
   w.writes_ = std::make_unique<std::atomic<uint64_t>>(0);
   w.loaned_ = std::make_unique<std::atomic<uint64_t>>(0);
@@ -394,12 +423,19 @@ bool Reader::MatchedWriterOf(const dds_guid_t& participant) const {
 }
 
 Result<Reader> Reader::Create(const Participant& participant, const Topic& topic,
-                              uint32_t status_mask) {
+                              uint32_t status_mask, std::string_view partition) {
   Qos q = ReaderQos(topic.kind());
-  const dds_entity_t h = dds_create_reader(participant.handle(), topic.handle(), q.get(), nullptr);
-  if (h < 0)
-    return DdsError(h, std::string("dds_create_reader(") + TopicQos(topic.kind()).name + ")");
+  auto group = CreateGroup(participant, partition, false);
+  if (!group) return std::unexpected(group.error());
+  const dds_entity_t parent = group->valid() ? group->handle() : participant.handle();
+  const dds_entity_t h = dds_create_reader(parent, topic.handle(), q.get(), nullptr);
+  if (h < 0) {
+    return DdsError(h, std::string("dds_create_reader(") + TopicQos(topic.kind()).name +
+                           (partition.empty() ? "" : ", partition " + std::string(partition)) +
+                           ")");
+  }
   Reader r;
+  r.subscriber_ = std::move(*group);
   r.samples_ = std::make_unique<std::atomic<uint64_t>>(0);
   r.shm_samples_ = std::make_unique<std::atomic<uint64_t>>(0);
   r.entity_ = Entity(h);

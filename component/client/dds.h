@@ -148,6 +148,12 @@ Qos ReaderQos(TopicKind kind);
 
 inline constexpr Duration kDefaultLivelinessLease = std::chrono::seconds(1);
 
+// The DDS partition of CRITICAL requests (docs/deployment.md "Security"): under DDS
+// Security only identities whose permissions grant ari/v2/request in this partition
+// may write there, so the CRITICAL right is DDS access control. Everything else uses
+// the default (empty) partition.
+inline constexpr std::string_view kCriticalPartition = "ari-critical";
+
 // Shared memory start-up race (root cause of the "first chunks lost" seen under shm):
 // Cyclone creates an iceoryx publisher per writer and a subscriber per reader, and
 // skips the network path between two same-host endpoints that both use iceoryx. RouDi
@@ -190,8 +196,10 @@ struct WriterStats {
 
 class Writer {
  public:
+  // `partition` non-empty: the writer gets its own publisher in that DDS partition.
   static Result<Writer> Create(const Participant& participant, const Topic& topic,
-                               Duration liveliness_lease = kDefaultLivelinessLease);
+                               Duration liveliness_lease = kDefaultLivelinessLease,
+                               std::string_view partition = {});
   dds_entity_t handle() const { return entity_.handle(); }
   // Cyclone will move this writer's samples through iceoryx.
   bool shared_memory() const;
@@ -215,6 +223,7 @@ class Writer {
   bool TryLoanedWrite(FunctionRef<void(void*)> fill, Result<void>* result);
   TopicKind kind_ = TopicKind::kRequest;
   std::unique_ptr<std::atomic<uint64_t>> writes_, loaned_;
+  Entity publisher_;  // own publisher (partition), else 0; outlives entity_
   Entity entity_;
 };
 
@@ -226,8 +235,9 @@ struct ReaderStats {
 class Reader {
  public:
   // `status_mask` enables statuses (DDS_LIVELINESS_CHANGED_STATUS...) for waitsets.
+  // `partition` non-empty: the reader gets its own subscriber in that DDS partition.
   static Result<Reader> Create(const Participant& participant, const Topic& topic,
-                               uint32_t status_mask = 0);
+                               uint32_t status_mask = 0, std::string_view partition = {});
   dds_entity_t handle() const { return entity_.handle(); }
   bool shared_memory() const;
 
@@ -248,6 +258,7 @@ class Reader {
 
  private:
   std::unique_ptr<std::atomic<uint64_t>> samples_, shm_samples_;
+  Entity subscriber_;  // own subscriber (partition), else 0; outlives entity_
   Entity entity_;
 };
 

@@ -435,6 +435,11 @@ Result<void> Node::OpenTransport(const NodeOverrides& ov) {
   auto transport = domain ? NodeTransport::Create(domain, topt) : NodeTransport::Create(dopt, topt);
   if (!transport) return std::unexpected(transport.error());
   transport_ = std::move(*transport);
+  // Under DDS Security the CRITICAL right is DDS access control (partition ari-critical):
+  // CRITICAL from the default partition is then refused (MayAskCritical). An unreadable
+  // config counts as secure: refusing is the safe side.
+  auto sec = InspectCycloneSecurity(transport_->domain().config());
+  dds_security_ = !sec || sec->has_section;
   if (!identity_pem.empty()) {
     auto authenticated = RequireAuthenticated(transport_->participant(), identity_pem);
     if (!authenticated) return std::unexpected(authenticated.error());

@@ -135,9 +135,10 @@ class Node final : public qos::ChunkSink {
   void LogSetup() const;
   Result<void> GoLive();  // scheduler thread, intake, READY
   void OnRequest(const ari_Request& request, const RequestInfo& info);
-  // The steps of OnRequest(). security.critical_identity_certs: may this requester ask
-  // CRITICAL?
-  bool MayAskCritical(const ari_Request& request, const RequestInfo& info) const;
+  // The steps of OnRequest(). May this requester ask CRITICAL? Under DDS Security only
+  // from partition ari-critical (DDS access control granted it), and with
+  // security.critical_identity_certs only a listed identity. Empty: allowed; else why not.
+  std::string_view CriticalRefusal(const ari_Request& request, const RequestInfo& info) const;
   // Duplicates, early cancels, rate limit (takes mu_). False: ignore the request (a
   // duplicate of a live one); else *refuse != OK says how to answer it and *why why.
   bool ScreenRequest(const std::string& rid, const std::string& cid, int64_t now,
@@ -177,6 +178,8 @@ class Node final : public qos::ChunkSink {
   // security.critical_identity_certs: GUID prefixes of identities allowed CRITICAL
   // (empty: no restriction). See component/node/identity.h.
   std::vector<GuidPrefix6> critical_prefixes_;
+  // The Cyclone config has a <Security> section: CRITICAL only from partition ari-critical.
+  bool dds_security_ = false;
   std::unique_ptr<runtime::Engine> engine_;
   std::unique_ptr<ModelFileWatch> model_watch_;  // the mapped file's size/mtime at load
   std::unique_ptr<GuardedRunner> guarded_;       // engine_ behind model_watch_ (scheduler)

@@ -138,10 +138,8 @@ void Node::OnRequest(const ari_Request& request, const RequestInfo& info) {
   }
   Verdict v = ValidateRequest(request, limits_);
   if (!v.ok()) return Refuse(request, v.status, v.message);
-  if (!MayAskCritical(request, info)) {
-    return Refuse(
-        request, ari_STATUS_FORBIDDEN,
-        "CRITICAL not allowed for this client identity (security.critical_identity_certs)");
+  if (std::string_view why = CriticalRefusal(request, info); !why.empty()) {
+    return Refuse(request, ari_STATUS_FORBIDDEN, why);
   }
   const std::string rid(dds::FixedView(request.request_id));
   const std::string cid(dds::FixedView(request.client_id));
@@ -194,16 +192,22 @@ Verdict Node::PrepareFormat(const ari_Request& request, int32_t* slot) {
   return {};
 }
 
-bool Node::MayAskCritical(const ari_Request& request, const RequestInfo& info) const {
-  if (critical_prefixes_.empty() || dds::RawEnum(request.urgency) != ari_URGENCY_CRITICAL) {
-    return true;
+std::string_view Node::CriticalRefusal(const ari_Request& request, const RequestInfo& info) const {
+  if (dds::RawEnum(request.urgency) != ari_URGENCY_CRITICAL) return {};
+  // DDS access control: only identities granted ari/v2/request in partition
+  // ari-critical can write there (docs/deployment.md "Security"). Without DDS Security
+  // the default partition stays open to CRITICAL (clients before the partition).
+  if (dds_security_ && !info.critical_partition) {
+    return "CRITICAL requests must come in DDS partition ari-critical under DDS Security";
   }
-  // Only identities listed in security.critical_identity_certs may ask CRITICAL.
+  if (critical_prefixes_.empty()) return {};
+  // Defence in depth: only identities listed in security.critical_identity_certs.
   bool allowed = false;
   for (const GuidPrefix6& p : critical_prefixes_) {
     allowed = allowed || (info.requester_known && GuidHasPrefix(info.requester.v, p));
   }
-  return allowed;
+  if (allowed) return {};
+  return "CRITICAL not allowed for this client identity (security.critical_identity_certs)";
 }
 
 bool Node::ScreenRequest(const std::string& rid, const std::string& cid, int64_t now,

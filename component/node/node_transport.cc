@@ -10,8 +10,9 @@ namespace {
 constexpr dds_attach_t kCookieRequest = 1;
 constexpr dds_attach_t kCookieCancel = 2;
 constexpr dds_attach_t kCookieStop = 3;
-constexpr dds_attach_t kCookieMatch = 4;  // chunk writer's PUBLICATION_MATCHED status
-constexpr int kPublishRetries = 100;      // x max_blocking_time (100 ms): 10 s
+constexpr dds_attach_t kCookieMatch = 4;     // chunk writer's PUBLICATION_MATCHED status
+constexpr dds_attach_t kCookieCritical = 5;  // request reader of partition ari-critical
+constexpr int kPublishRetries = 100;         // x max_blocking_time (100 ms): 10 s
 
 }  // namespace
 
@@ -84,9 +85,28 @@ Result<std::unique_ptr<NodeTransport>> NodeTransport::Create(std::shared_ptr<dds
                                 std::pair{t->chunk_writer_.handle(), kCookieMatch}}) {
     if (auto r = t->waitset_.Attach(entity, cookie); !r) return std::unexpected(r.error());
   }
+  if (auto r = t->OpenCriticalReader(); !r) return std::unexpected(r.error());
   t->options_.max_pending_match = std::max(1, t->options_.max_pending_match);
   t->pending_ = std::make_unique<Pending[]>(static_cast<size_t>(t->options_.max_pending_match));
   return t;
+}
+
+Result<void> NodeTransport::OpenCriticalReader() {
+  // CRITICAL requests: partition ari-critical. Under DDS Security the node's own
+  // permissions must allow it too; without that rule the node still serves the rest.
+  auto crit = dds::Reader::Create(participant_, request_topic_, 0, dds::kCriticalPartition);
+  if (!crit) {
+    if (crit.error().dds_rc != DDS_RETCODE_NOT_ALLOWED_BY_SECURITY) {
+      return std::unexpected(crit.error());
+    }
+    critical_note_ = crit.error().message;
+    return {};
+  }
+  critical_reader_ = std::move(*crit);
+  auto cond = dds::ReadCondition::Create(critical_reader_);
+  if (!cond) return std::unexpected(cond.error());
+  critical_cond_ = std::move(*cond);
+  return waitset_.Attach(critical_cond_.handle(), kCookieCritical);
 }
 
 NodeTransport::~NodeTransport() { Stop(); }
@@ -111,7 +131,7 @@ void NodeTransport::Stop() {
 }
 
 void NodeTransport::ReceiveLoop() {
-  dds_attach_t fired[4];
+  dds_attach_t fired[5];
   dds::Duration timeout = dds::Duration::max();
   for (;;) {
     auto n = waitset_.Wait(fired, timeout);
@@ -125,7 +145,9 @@ void NodeTransport::ReceiveLoop() {
       if (fired[i] == kCookieStop) {
         stop = true;
       } else if (fired[i] == kCookieRequest) {
-        HandleRequests();
+        HandleRequests(false);
+      } else if (fired[i] == kCookieCritical) {
+        HandleRequests(true);
       } else if (fired[i] == kCookieCancel) {
         HandleCancels();
       } else if (fired[i] == kCookieMatch) {
@@ -142,11 +164,12 @@ void NodeTransport::ReceiveLoop() {
   }
 }
 
-void NodeTransport::HandleRequests() {
+void NodeTransport::HandleRequests(bool critical) {
   // Copy out of the loan first: the match check below talks to Cyclone. Nothing here
   // waits: a request whose requester's chunk reader is not matched yet is parked.
+  dds::Reader& reader = critical ? critical_reader_ : request_reader_;
   int got = 0;
-  auto n = request_reader_.TakeLoaned(
+  auto n = reader.TakeLoaned(
       16,
       [&](const void* sample, const dds_sample_info_t& info) {
         // Unregister (invalid data, NO_WRITERS): the writer lost interest, normal after a
@@ -168,6 +191,7 @@ void NodeTransport::HandleRequests() {
         take_info_[got] = RequestInfo{};
         take_info_[got].source_timestamp_ns = info.source_timestamp;
         take_info_[got].reception_timestamp_ns = dds_time();
+        take_info_[got].critical_partition = critical;
         take_pub_[got] = info.publication_handle;
         ++got;
       },
@@ -177,7 +201,7 @@ void NodeTransport::HandleRequests() {
     return;
   }
   for (int i = 0; i < got; ++i) {
-    if (take_valid_[i]) ReceiveRequest(i);
+    if (take_valid_[i]) ReceiveRequest(reader, i);
     if (take_disposed_[i]) {  // Node::OnCancel -> OnDispose (key only)
       disposes_.fetch_add(1);
       ari_Cancel c{};
@@ -188,7 +212,7 @@ void NodeTransport::HandleRequests() {
   }
 }
 
-void NodeTransport::ReceiveRequest(int i) {
+void NodeTransport::ReceiveRequest(const dds::Reader& reader, int i) {
   // Addressed to another node (docs/routing.md): that node answers, this one stays
   // silent. No allocation: compares in place.
   const std::string_view target = dds::FixedView(take_scratch_[i].target_node_id);
@@ -197,7 +221,15 @@ void NodeTransport::ReceiveRequest(int i) {
     return;
   }
   RequestInfo& info = take_info_[i];
-  if (auto who = request_reader_.WriterParticipant(take_pub_[i]); who) {
+  auto who = reader.WriterParticipant(take_pub_[i]);
+  if (!who && reader.shared_memory()) {
+    // Iceoryx delivers by topic, whatever the partition: a sample of a writer this
+    // reader is not matched with (the other partition's) arrives here too. Drop it:
+    // the reader of its own partition gets the same sample.
+    foreign_partition_.fetch_add(1);
+    return;
+  }
+  if (who) {
     info.requester = *who;
     info.requester_known = true;
     info.requester_matched = RequesterMatched(*who);
@@ -248,6 +280,7 @@ dds::Duration NodeTransport::ServicePending(bool check_match, bool flush) {
 
 void NodeTransport::Dispatch(const ari_Request& request, RequestInfo info) {
   requests_.fetch_add(1);
+  if (info.critical_partition) critical_requests_.fetch_add(1);
   if (!info.requester_matched) requester_unmatched_.fetch_add(1);
   on_request_(request, info);
 }
@@ -324,6 +357,8 @@ NodeTransportStats NodeTransport::stats() const {
   const dds::WriterStats w = chunk_writer_.stats();
   NodeTransportStats s;
   s.requests = requests_.load();
+  s.critical_partition_requests = critical_requests_.load();
+  s.foreign_partition_dropped = foreign_partition_.load();
   s.cancels = cancels_.load();
   s.chunks = w.writes;
   s.chunks_loaned = w.loaned_writes;
@@ -341,6 +376,10 @@ std::string NodeTransport::Describe() const {
       "transport: domain " + std::to_string(domain().id()) + ", " + domain().shared_memory_note();
   s += "; chunk writer shm=" + std::to_string(chunk_shared_memory() ? 1 : 0);
   s += ", request reader shm=" + std::to_string(request_shared_memory() ? 1 : 0);
+  s += critical_reader()
+           ? "; CRITICAL requests read in DDS partition " + std::string(dds::kCriticalPartition)
+           : "; no reader in DDS partition " + std::string(dds::kCriticalPartition) + " (" +
+                 critical_note_ + "): CRITICAL only from old clients, never under DDS Security";
   return s;
 }
 

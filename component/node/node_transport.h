@@ -1,5 +1,7 @@
 // The node side of ARI's DDS interface, without any engine logic: subscribes to
-// Requests and Cancels (one receive thread on a waitset, woken for shutdown by a
+// Requests (two readers: the default partition and dds::kCriticalPartition, where
+// DDS Security lets only identities granted the CRITICAL right write) and Cancels
+// (one receive thread on a waitset, woken for shutdown by a
 // guard condition) and publishes TokenChunks and NodeStatus. Whoever owns the
 // scheduler hands requests from the callbacks to its queues and calls Publish().
 #pragma once
@@ -42,10 +44,17 @@ struct RequestInfo {
   int64_t match_wait_ns = 0;      // time spent in the pending-match list
   bool requester_known = false;   // requester below is valid
   dds_guid_t requester{};         // participant GUID of the writer (identity under DDS Security)
+  // Taken by the reader in DDS partition ari-critical (dds::kCriticalPartition), whose
+  // writers DDS access control has checked for the CRITICAL right.
+  bool critical_partition = false;
 };
 
 struct NodeTransportStats {
   uint64_t requests = 0;
+  uint64_t critical_partition_requests = 0;  // of which from partition ari-critical
+  // Requests that reached a reader under shared memory from a writer of the other
+  // partition (iceoryx ignores partitions), dropped there: the right reader has them.
+  uint64_t foreign_partition_dropped = 0;
   uint64_t cancels = 0;
   uint64_t chunks = 0;
   uint64_t chunks_loaned = 0;  // written via iceoryx loans
@@ -92,6 +101,11 @@ class NodeTransport {
   const std::string& node_id() const { return options_.node_id; }
   bool chunk_shared_memory() const { return chunk_writer_.shared_memory(); }
   bool request_shared_memory() const { return request_reader_.shared_memory(); }
+  // The reader of partition ari-critical exists. Its absence (the node's permissions
+  // lack the subscribe rule: Not Allowed By Security) is not fatal: the node then
+  // receives no CRITICAL request through DDS access control; critical_reader_note() says why.
+  bool critical_reader() const { return critical_reader_.handle() > 0; }
+  const std::string& critical_reader_note() const { return critical_note_; }
   NodeTransportStats stats() const;
   // Request instances disposed by their writer (each cancels its request when live).
   uint64_t disposes() const { return disposes_.load(); }
@@ -100,11 +114,16 @@ class NodeTransport {
 
  private:
   NodeTransport() = default;
+  // The request reader of partition ari-critical and its condition in the waitset;
+  // refused by DDS Security: none, critical_note_ says why.
+  Result<void> OpenCriticalReader();
   void ReceiveLoop();
-  // Takes the waiting requests; hands on those whose requester matched, parks the rest.
-  void HandleRequests();
+  // Takes the waiting requests of one reader (critical: the ari-critical one); hands on
+  // those whose requester matched, parks the rest.
+  void HandleRequests(bool critical);
   void HandleCancels();
-  void ReceiveRequest(int i);  // take_scratch_[i]: dispatch now or park until matched
+  // take_scratch_[i] from `reader`: dispatch now or park until matched.
+  void ReceiveRequest(const dds::Reader& reader, int i);
   // Hands on the parked requests whose requester matched (check_match) or whose wait
   // expired (all of them when flush); returns the time until the next expiry.
   dds::Duration ServicePending(bool check_match, bool flush);
@@ -115,9 +134,10 @@ class NodeTransport {
   // Declaration order = destruction in reverse: entities before the participant.
   dds::Participant participant_;
   dds::Topic request_topic_, chunk_topic_, cancel_topic_, status_topic_;
-  dds::Reader request_reader_, cancel_reader_;
+  dds::Reader request_reader_, critical_reader_, cancel_reader_;
   dds::Writer chunk_writer_, status_writer_;
-  dds::ReadCondition request_cond_, cancel_cond_;
+  dds::ReadCondition request_cond_, critical_cond_, cancel_cond_;
+  std::string critical_note_;  // why there is no critical reader (else empty)
   dds::GuardCondition stop_guard_;
   dds::WaitSet waitset_;
 
@@ -140,12 +160,14 @@ class NodeTransport {
   std::thread thread_;
   std::mutex chunk_mutex_;  // one scratch sample for the copying path
   ari_TokenChunk chunk_scratch_{};
-  std::atomic<uint64_t> requests_{0}, cancels_{0}, statuses_{0}, receive_errors_{0};
+  std::atomic<uint64_t> requests_{0}, critical_requests_{0}, cancels_{0}, statuses_{0},
+      receive_errors_{0};
   std::atomic<uint64_t> publish_retries_{0};
   std::atomic<uint64_t> requester_unmatched_{0}, pending_match_max_{0};
   std::atomic<uint64_t> for_other_nodes_{0};
-  std::atomic<uint64_t> disposes_{0};  // Request instances disposed by their writer
-  dds::InstanceKey status_key_;        // NodeStatus key: KeyOfName(node_id)
+  std::atomic<uint64_t> foreign_partition_{0};  // NodeTransportStats::foreign_partition_dropped
+  std::atomic<uint64_t> disposes_{0};           // Request instances disposed by their writer
+  dds::InstanceKey status_key_;                 // NodeStatus key: KeyOfName(node_id)
 };
 
 }  // namespace ari::component

@@ -14,11 +14,15 @@
 #
 # usage: scripts/security/gen.sh OUT_DIR [--node NAME] [--client NAME]...
 #                                 [--critical-client NAME]... [--reader NAME]...
+#                                 [--node-without-critical]
 #   --node NAME    the ari-node identity (default: ari-node)
 #   --client NAME  an app allowed to publish Requests (repeatable)
 #   --critical-client NAME  as --client, and may publish Requests in the DDS partition
-#                  ari-critical: the CRITICAL right in DDS access control (designed in
-#                  docs/deployment.md "Security"; the node does not use the partition yet)
+#                  ari-critical: the CRITICAL right in DDS access control (the client
+#                  library writes CRITICAL there, the node reads it there; docs/deployment.md
+#                  "Security")
+#   --node-without-critical  the node may NOT subscribe in partition ari-critical (tests:
+#                  such a node serves no CRITICAL request under DDS Security)
 #   --reader NAME  an authenticated app that may only read chunks/status (repeatable)
 # Needs: openssl (Debian package `openssl`), Cyclone's security plugins (libddsc0debian).
 # Which clients may ask CRITICAL: ari-node's config lists their certificates
@@ -34,12 +38,14 @@ node="ari-node"
 clients=()
 critical=()
 readers=()
+node_critical="ari/v2/request"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --node) node="$2"; shift 2 ;;
     --client) clients+=("$2"); shift 2 ;;
     --critical-client) clients+=("$2"); critical+=("$2"); shift 2 ;;
     --reader) readers+=("$2"); shift 2 ;;
+    --node-without-critical) node_critical=""; shift ;;
     *) echo "gen.sh: unknown argument $1" >&2; exit 1 ;;
   esac
 done
@@ -114,7 +120,7 @@ for c in "${clients[@]}" "${readers[@]}"; do ident "$c"; done
   echo '     xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_permissions.xsd">'
   echo '  <permissions>'
   grant "$node" "ari/v2/token_chunk ari/v2/node_status" "ari/v2/request ari/v2/cancel" \
-    "" "ari/v2/request"
+    "" "$node_critical"
   for c in "${clients[@]}"; do
     crit_pub=""
     for k in "${critical[@]}"; do [[ "$k" == "$c" ]] && crit_pub="ari/v2/request"; done

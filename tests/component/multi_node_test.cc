@@ -176,8 +176,13 @@ TEST_F(MultiNode, LoadSpreadsAndOnlyTheAddressedNodeAnswers) {
     auto sum = s.Wait({}, 30s);
     EXPECT_TRUE(sum.has_value()) << s.request_id() << ": " << sum.error().ToString();
   }
-  // Every node got work (30 requests over 3 equal nodes; P(one gets none) ~ 2e-5).
-  for (const std::string id : {"n1", "n2", "n3"}) EXPECT_GE(per_node[id], 1) << id;
+  // Balanced: the client counts what it sent to a node since that node's last status,
+  // so a burst does not herd onto the node that looked idle (about 10 each; a node's
+  // rate limit, burst 20 per client, would refuse a herd).
+  for (const std::string id : {"n1", "n2", "n3"}) {
+    EXPECT_GE(per_node[id], 5) << id;
+    EXPECT_LE(per_node[id], 15) << id;
+  }
   EXPECT_EQ(per_node.count(""), 0u) << "a request went unaddressed";
   // On the wire: each answer came from its addressed node only, with one terminal.
   std::this_thread::sleep_for(300ms);

@@ -25,11 +25,12 @@ using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-// A participant with a Request writer and no TokenChunk reader: the node never sees
-// its reader matched.
+// A participant with a Request writer in the default partition (as clients before the
+// ari-critical partition) and no TokenChunk reader: the node never sees its reader
+// matched. With chunk_reader it has one (and is an ordinary old-style requester).
 class Flooder {
  public:
-  bool Init(std::shared_ptr<dds::Domain> domain) {
+  bool Init(std::shared_ptr<dds::Domain> domain, bool chunk_reader = false) {
     auto pp = dds::Participant::Create(std::move(domain));
     if (!pp) return false;
     pp_ = std::move(*pp);
@@ -39,20 +40,30 @@ class Flooder {
     auto w = dds::Writer::Create(pp_, topic_);
     if (!w) return false;
     writer_ = std::move(*w);
+    if (chunk_reader) {
+      auto ct = dds::Topic::Create(pp_, dds::TopicKind::kTokenChunk);
+      if (!ct) return false;
+      chunk_topic_ = std::move(*ct);
+      auto r = dds::Reader::Create(pp_, chunk_topic_);
+      if (!r) return false;
+      reader_ = std::move(*r);
+    }
     for (int i = 0; i < 400; ++i) {
-      if (auto m = writer_.MatchedReaders(); m && *m > 0) return true;
+      auto m = writer_.MatchedReaders();
+      const bool read = !chunk_reader || reader_.MatchedWriters().value_or(0) > 0;
+      if (m && *m > 0 && read) return true;
       std::this_thread::sleep_for(25ms);
     }
     return false;
   }
-  bool Send(const std::string& id) {
+  bool Send(const std::string& id, ari_UrgencyClass urgency = ari_URGENCY_NORMAL) {
     ari_Request r{};
     const dds::InstanceKey key = dds::KeyOfName(id);  // one instance per request
     r.key_hi = key.hi;
     r.key_lo = key.lo;
     dds::CopyFixed(id, r.request_id);
     dds::CopyFixed("flood", r.client_id);
-    r.urgency = ari_URGENCY_NORMAL;
+    r.urgency = urgency;
     r.max_tokens = 8;
     const std::string prompt = "Once upon a time";
     std::memcpy(r.prompt, prompt.data(), prompt.size());
@@ -62,8 +73,9 @@ class Flooder {
 
  private:
   dds::Participant pp_;
-  dds::Topic topic_;
+  dds::Topic topic_, chunk_topic_;
   dds::Writer writer_;
+  dds::Reader reader_;
 };
 
 // Another participant reading every TokenChunk: sees the terminals the node publishes
@@ -239,6 +251,31 @@ TEST_F(NodeIntake, FloodOfUnmatchedRequestersDelaysNoOne) {
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(status->requester_unmatched, static_cast<uint64_t>(sent.load()));
   EXPECT_EQ(status->terminal_undelivered, 0u);
+  EXPECT_EQ(node.Stop(SIGTERM), 0);
+}
+
+// Without DDS Security the default partition stays open to CRITICAL: a client from
+// before the ari-critical partition is served at CRITICAL (under DDS Security the same
+// request is FORBIDDEN: security_test.cc).
+TEST_F(NodeIntake, CriticalFromTheDefaultPartitionIsServedWithoutSecurity) {
+  NodeProcess node;
+  auto cfg = WriteNodeConfig(dir_ / "old", model_);
+  ASSERT_TRUE(node.Start(cfg, dir_ / "old.log"));
+  ASSERT_TRUE(Connect("probe")) << node.Log();  // the node is up
+  Observer observer;
+  ASSERT_TRUE(observer.Init(domain_));
+  Flooder old;
+  ASSERT_TRUE(old.Init(domain_, true));
+  ASSERT_TRUE(old.Send("old-crit-1", ari_URGENCY_CRITICAL));
+  const auto until = Clock::now() + 20s;
+  while (!observer.Drain().contains("old-crit-1") && Clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(observer.Drain().contains("old-crit-1")) << node.Log();
+  const Observer::Seen& s = observer.Drain().at("old-crit-1");
+  EXPECT_EQ(s.status, ari_STATUS_DONE) << s.message << node.Log();
+  EXPECT_EQ(s.terminals, 1);
+  EXPECT_NE(node.Log().find("old-crit-1 DONE (CRITICAL)"), std::string::npos) << node.Log();
   EXPECT_EQ(node.Stop(SIGTERM), 0);
 }
 

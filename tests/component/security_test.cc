@@ -5,7 +5,12 @@
 // domain per process and config), so this test process never initialises DDS itself
 // except in forked children.
 //   - an authorized client is served (CRITICAL too, when its identity may);
-//   - a client without CRITICAL rights gets FORBIDDEN for CRITICAL, is served otherwise;
+//   - the CRITICAL right is DDS access control (partition ari-critical): a client whose
+//     permissions lack it is refused by its own Cyclone (its request never leaves it)
+//     and served otherwise; a CRITICAL request in the default partition is FORBIDDEN;
+//     an identity granted the partition but not listed in critical_identity_certs is
+//     FORBIDDEN too (defence in depth); a node without the ari-critical subscribe rule
+//     serves no CRITICAL request;
 //   - an unauthenticated participant (plain loopback config) never discovers the node;
 //   - an authenticated app without publish rights cannot even create the request topic;
 //   - only a --critical-client identity may create a Request writer in partition
@@ -19,7 +24,9 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "component/client/client.h"
 #include "component/client/dds.h"
 #include "component/node/identity.h"
 #include "tests/component/security_util.h"
@@ -157,14 +164,79 @@ TEST(CriticalPartition, OnlyGrantedIdentitiesMayPublishInIt) {
   std::filesystem::remove_all(dir);
 }
 
+// In a forked child, as identity `who`: the pre-partition way of asking CRITICAL (a
+// Request writer in the default partition, a TokenChunk reader) against a live node.
+// Exit code: the terminal's ari_ChunkStatus, 100 + n on a setup failure, 120 = no terminal.
+int CriticalFromDefaultPartition(const std::filesystem::path& dir, const std::string& who) {
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    namespace dds = component::dds;
+    dds::DomainOptions o;
+    o.domain_id = static_cast<uint32_t>(TestDomainId());
+    o.config = "file://" + (dir / ("cyclonedds-" + who + ".xml")).string();
+    auto d = dds::Domain::Create(o);
+    if (!d) _exit(101);
+    auto pp = dds::Participant::Create(*d);
+    if (!pp) _exit(102);
+    auto rt = dds::Topic::Create(*pp, dds::TopicKind::kRequest);
+    auto ct = dds::Topic::Create(*pp, dds::TopicKind::kTokenChunk);
+    if (!rt || !ct) _exit(103);
+    auto w = dds::Writer::Create(*pp, *rt);
+    auto r = dds::Reader::Create(*pp, *ct);
+    if (!w || !r) _exit(104);
+    for (int i = 0; i < 800; ++i) {
+      auto mw = w->MatchedReaders();
+      auto mr = r->MatchedWriters();
+      if (mw && mr && *mw > 0 && *mr > 0) break;
+      std::this_thread::sleep_for(25ms);
+    }
+    component::AskParams p;
+    p.prompt = "Once upon a time";
+    p.max_tokens = 4;
+    p.urgency = ari_URGENCY_CRITICAL;
+    ari_Request req{};
+    const std::string id = who + "-raw-1";
+    if (!component::EncodeRequest(p, id, who, &req)) _exit(105);
+    const dds::InstanceKey key = dds::KeyOfName(id);
+    req.key_hi = key.hi;
+    req.key_lo = key.lo;
+    if (!w->Write(&req)) _exit(106);
+    int status = 120;
+    for (int i = 0; i < 800 && status == 120; ++i) {
+      auto n = r->TakeLoaned(16, [&](const void* sample, const dds_sample_info_t&) {
+        const auto* c = static_cast<const ari_TokenChunk*>(sample);
+        if (c != nullptr && c->terminal && dds::FixedView(c->request_id) == id) {
+          status = dds::RawEnum(c->status);
+        }
+      });
+      if (!n) _exit(107);
+      std::this_thread::sleep_for(25ms);
+    }
+    _exit(status);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 class Secure : public ::testing::Test {
  protected:
+  // app-crit: --critical-client listed in critical_identity_certs; app-unlisted: granted
+  // partition ari-critical by DDS but not listed; app-plain: --client only.
+  std::vector<std::string> Identities() const {
+    std::vector<std::string> ids = {"--critical-client", "app-crit",  "--critical-client",
+                                    "app-unlisted",      "--client",  "app-plain",
+                                    "--reader",          "app-reader"};
+    if (node_without_critical_) ids.push_back("--node-without-critical");
+    return ids;
+  }
   void SetUp() override {
     dir_ = TempDir("security");
     model_ = Stories260K(dir_);
     if (model_.empty()) GTEST_SKIP() << "stories260K absent under " << ModelsDir();
     ARI_REQUIRE_SECURITY_TOOLS();
-    ASSERT_TRUE(Generate(dir_));
+    ASSERT_TRUE(Generate(dir_, Identities()));
     std::ofstream(dir_ / "policy.textproto") << DefaultPolicyWith();
     std::ofstream cfg(dir_ / "node.textproto");
     cfg << "model_path: \"" << model_.string() << "\"\n"
@@ -211,15 +283,62 @@ class Secure : public ::testing::Test {
   std::filesystem::path dir_, model_;
   NodeProcess node_;
   std::string out_;
+  bool node_without_critical_ = false;  // gen.sh --node-without-critical
 };
 
 TEST_F(Secure, AuthorizedClientsAreServedAndCriticalNeedsTheRight) {
   EXPECT_EQ(Ask("app-crit", "critical"), 0) << out_ << node_.Log();
+  EXPECT_NE(out_.find("(CRITICAL)"), std::string::npos) << out_;
+  EXPECT_NE(node_.Log().find("DONE (CRITICAL)"), std::string::npos) << node_.Log();
   EXPECT_EQ(Ask("app-crit", "normal"), 0) << out_;
-  EXPECT_EQ(Ask("app-plain", "normal"), 0) << out_ << node_.Log();
+  // app-plain's own Cyclone refuses its ari-critical writer: the request never leaves
+  // the app (the node's log has no trace of app-plain), and ari-cli exits 5 (FORBIDDEN).
   EXPECT_EQ(Ask("app-plain", "critical"), 5) << out_ << node_.Log();
+  EXPECT_NE(out_.find("Not Allowed By Security"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("rejected"), std::string::npos) << out_;
+  EXPECT_EQ(node_.Log().find("app-plain"), std::string::npos) << node_.Log();
+  // The same app is served for the other urgencies (and then shows up in the log).
+  EXPECT_EQ(Ask("app-plain", "normal"), 0) << out_ << node_.Log();
+  EXPECT_NE(node_.Log().find("app-plain"), std::string::npos) << node_.Log();
+}
+
+// Defence in depth: DDS grants app-unlisted the partition, the node's GUID check
+// (security.critical_identity_certs lists only app-crit) still refuses it.
+TEST_F(Secure, PartitionRightWithoutListedIdentityIsForbidden) {
+  EXPECT_EQ(Ask("app-unlisted", "critical"), 5) << out_ << node_.Log();
   EXPECT_NE(out_.find("FORBIDDEN"), std::string::npos) << out_;
-  EXPECT_NE(out_.find("CRITICAL not allowed"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("CRITICAL not allowed for this client identity"), std::string::npos) << out_;
+  EXPECT_EQ(Ask("app-unlisted", "high"), 0) << out_ << node_.Log();
+}
+
+// Under DDS Security CRITICAL counts only from partition ari-critical: the same listed
+// identity asking CRITICAL in the default partition (as clients before the partition
+// did) is FORBIDDEN.
+TEST_F(Secure, CriticalFromTheDefaultPartitionIsForbidden) {
+  EXPECT_EQ(CriticalFromDefaultPartition(dir_, "app-crit"), ari_STATUS_FORBIDDEN) << node_.Log();
+  EXPECT_NE(node_.Log().find("CRITICAL requests must come in DDS partition ari-critical"),
+            std::string::npos)
+      << node_.Log();
+  EXPECT_EQ(Ask("app-crit", "critical"), 0) << out_ << node_.Log();  // the partition works
+}
+
+// A node whose own permissions lack the ari-critical subscribe rule: it starts, says
+// so, serves the other urgencies and no CRITICAL request by either route.
+class SecureNodeWithoutCritical : public Secure {
+ protected:
+  SecureNodeWithoutCritical() { node_without_critical_ = true; }
+};
+
+TEST_F(SecureNodeWithoutCritical, ServesNoCriticalRequest) {
+  EXPECT_NE(node_.Log().find("no reader in DDS partition ari-critical"), std::string::npos)
+      << node_.Log();
+  EXPECT_EQ(Cli("app-crit", {"ask", "--urgency", "critical", "--max-tokens", "4", "Once"}), 3)
+      << out_;
+  EXPECT_NE(out_.find("no request reader in DDS partition ari-critical"), std::string::npos)
+      << out_;
+  EXPECT_EQ(CriticalFromDefaultPartition(dir_, "app-crit"), ari_STATUS_FORBIDDEN) << node_.Log();
+  EXPECT_EQ(node_.Log().find("DONE (CRITICAL)"), std::string::npos) << node_.Log();
+  EXPECT_EQ(Ask("app-crit", "normal"), 0) << out_ << node_.Log();
 }
 
 TEST_F(Secure, UnauthenticatedParticipantNeverDiscoversTheNode) {

@@ -2,7 +2,11 @@
 // in a forked child with FakeEngine, a test double for the engine only.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "component/client/client.h"
 #include "component/node/node_transport.h"
@@ -246,6 +250,83 @@ TEST(Transport, InProcessNodeAndClientShareOneDomain) {
   }
   EXPECT_EQ((*node)->stats().requests, 2u);
   EXPECT_EQ((*node)->stats().chunks_loaned, 0u);  // no shared memory on the loopback config
+}
+
+// CRITICAL travels in DDS partition ari-critical (docs/interface.md "QoS"): the client
+// library writes it there, the node's second reader takes it and says so
+// (RequestInfo::critical_partition); other urgencies stay in the default partition. A
+// writer of the default partition (a client from before the partition) still reaches
+// the node with CRITICAL, flagged as not from the partition.
+TEST(Transport, CriticalRequestsTravelInTheirOwnPartition) {
+  auto domain = dds::Domain::Create(LoopbackDomain());
+  ASSERT_TRUE(domain) << domain.error().ToString();
+  auto node = ari::component::NodeTransport::Create(*domain);
+  ASSERT_TRUE(node) << node.error().ToString();
+  EXPECT_TRUE((*node)->critical_reader()) << (*node)->critical_reader_note();
+  std::mutex mu;
+  std::map<std::string, std::pair<int32_t, bool>> seen;  // request id -> urgency, partition
+  {
+    ari::testing::FakeEngine engine(node->get());
+    ASSERT_TRUE((*node)->Start(
+        [&](const ari_Request& r, const ari::component::RequestInfo& info) {
+          {
+            std::lock_guard<std::mutex> l(mu);
+            seen[std::string(dds::FixedView(r.request_id))] = {dds::RawEnum(r.urgency),
+                                                               info.critical_partition};
+          }
+          if (info.requester_matched) engine.OnRequest(r);
+        },
+        [&](const ari_Cancel& c) { engine.OnCancel(c); }));
+    auto client = Client::Connect(*domain, ClientOpts("parts"));
+    ASSERT_TRUE(client) << client.error().ToString();
+    std::string ids[2];
+    for (int i = 0; i < 2; ++i) {
+      auto p = Prompt("stream:3");
+      p.urgency = i == 0 ? ari_URGENCY_CRITICAL : ari_URGENCY_NORMAL;
+      auto s = (*client)->Ask(p);
+      ASSERT_TRUE(s) << s.error().ToString();
+      ids[i] = s->request_id();
+      auto sum = s->Wait({}, 20s);
+      ASSERT_TRUE(sum) << sum.error().ToString();
+      EXPECT_EQ(sum->chunks, 4u);
+    }
+    EXPECT_EQ((*client)->request_stats().writes, 2u);  // both writers counted
+    // An old-style writer: default partition, CRITICAL.
+    auto pp = dds::Participant::Create(*domain);
+    ASSERT_TRUE(pp);
+    auto topic = dds::Topic::Create(*pp, dds::TopicKind::kRequest);
+    ASSERT_TRUE(topic);
+    auto w = dds::Writer::Create(*pp, *topic);
+    ASSERT_TRUE(w);
+    for (int i = 0; i < 400 && w->MatchedReaders().value_or(0) == 0; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    ari_Request r{};
+    ASSERT_TRUE(ari::component::EncodeRequest(
+        [] {
+          auto p = Prompt("stream:1");
+          p.urgency = ari_URGENCY_CRITICAL;
+          return p;
+        }(),
+        "old-1", "old", &r));
+    r.key_lo = 1;
+    ASSERT_TRUE(w->Write(&r));
+    for (int i = 0; i < 400; ++i) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (seen.contains("old-1")) break;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    (*node)->Stop();
+    std::lock_guard<std::mutex> l(mu);
+    ASSERT_EQ(seen.size(), 3u);
+    EXPECT_EQ(seen[ids[0]], std::make_pair(int32_t{ari_URGENCY_CRITICAL}, true));
+    EXPECT_EQ(seen[ids[1]], std::make_pair(int32_t{ari_URGENCY_NORMAL}, false));
+    EXPECT_EQ(seen["old-1"], std::make_pair(int32_t{ari_URGENCY_CRITICAL}, false));
+  }
+  EXPECT_EQ((*node)->stats().requests, 3u);
+  EXPECT_EQ((*node)->stats().critical_partition_requests, 1u);
 }
 
 }  // namespace
