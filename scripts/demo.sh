@@ -16,9 +16,15 @@
 #  6. client "nav" sends a CRITICAL navigation command constrained by the registered schema
 #     navigation_destination (config/schemas/): the answer is JSON, ends FORMAT_COMPLETE,
 #     and is parsed and checked here by Python's json module (no code shared with ARI);
-#  7. stop the node by its PID with SIGTERM and check it exits 0.
+#  7. with --nodes 2 only: a second ari-node (node id ari-node-2) joins the domain; a long
+#     NORMAL chat is pinned to the first node, and a CRITICAL navigation prompt, routed by
+#     the client library (docs/routing.md), goes to the idle second node;
+#  8. stop the node(s) by PID with SIGTERM and check they exit 0.
 set -euo pipefail
-BUILD="${1:?usage: demo.sh <build dir>}"
+BUILD="${1:?usage: demo.sh <build dir> [--nodes 1|2]}"
+NODES=1
+if [[ "${2:-}" == "--nodes" ]]; then NODES="${3:?--nodes needs 1 or 2}"; fi
+[[ "$NODES" == 1 || "$NODES" == 2 ]] || { echo "demo.sh: --nodes 1 or 2" >&2; exit 1; }
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODELS_DIR="${ARI_MODELS_DIR:-$ROOT/../shared/models}"
 mkdir -p "$BUILD/demo"
@@ -165,6 +171,51 @@ PY
 fi
 echo "   (exit code: nav JSON $JSON_RC)"
 
+ROUTE_RC=0
+if [[ "$NODES" == 2 ]]; then
+  echo
+  echo "== Two nodes: ari-node-2 joins domain $DOMAIN (log: $OUT/node2.log)"
+  sed -E 's|node_id: "ari-node"|node_id: "ari-node-2"|' "$OUT/node_demo.textproto" \
+      >"$OUT/node2_demo.textproto"
+  "$NODE" --config "$OUT/node2_demo.textproto" --model "$MODEL" --domain "$DOMAIN" \
+      >"$OUT/node2.log" 2>&1 &
+  NODE2_PID=$!
+  cleanup() { kill -TERM "$NODE_PID" "$NODE2_PID" 2>/dev/null || true; }
+  trap cleanup EXIT
+  for _ in $(seq 100); do grep -q "ready in" "$OUT/node2.log" && break; sleep 0.1; done
+  grep "ready in" "$OUT/node2.log" || true
+  sleep 1.2  # both nodes' NodeStatus (1 s period) reach the clients
+  echo "-- chat: a long NORMAL request pinned to ari-node (ari-cli ask --node ari-node);"
+  echo "   1.2 s later nav: CRITICAL, not pinned: the client library routes it"
+  "${CLI[@]}" --client chat ask --urgency normal --max-tokens 256 --node ari-node "$PROMPT_N" \
+      >"$OUT/normal2.out" 2>"$OUT/normal2.err" &
+  CHAT2_PID=$!
+  sleep 1.2  # ari-node's next NodeStatus shows its busy slot
+  set +e
+  "${CLI[@]}" --client nav ask --urgency critical --deadline-ms 5000 --max-tokens 24 \
+      "$PROMPT_C" >"$OUT/critical2.out" 2>"$OUT/critical2.err"
+  ROUTE_RC=$?
+  wait "$CHAT2_PID" || ROUTE_RC=1
+  set -e
+  grep -h '^request \|DONE' "$OUT/normal2.err" "$OUT/critical2.err" | cut -c1-140
+  if grep -q -- "-> node ari-node-2" "$OUT/critical2.err" &&
+      grep -q "(CRITICAL)" "$OUT/node2.log"; then
+    echo "   the CRITICAL request went to the idle node ari-node-2, which answered it:"
+    grep "(CRITICAL)" "$OUT/node2.log" | tail -n 1 | cut -c1-140
+  else
+    echo "   expected the CRITICAL request on ari-node-2 (see $OUT/critical2.err)"
+    ROUTE_RC=1
+  fi
+  echo "== Stopping ari-node-2 (PID $NODE2_PID) with SIGTERM"
+  kill -TERM "$NODE2_PID"
+  set +e
+  wait "$NODE2_PID"
+  NODE2_RC=$?
+  set -e
+  tail -n 3 "$OUT/node2.log" | cut -c1-160
+  [[ $NODE2_RC -eq 0 ]] || { echo "ari-node-2 exited with $NODE2_RC (expected 0)"; ROUTE_RC=1; }
+fi
+
 echo
 echo "== Stopping ari-node (PID $NODE_PID) with SIGTERM"
 trap - EXIT
@@ -179,4 +230,4 @@ if [[ $NODE_RC -ne 0 ]]; then
   exit 1
 fi
 echo "ari-node exited 0"
-[[ $NAV_RC -eq 0 && $CHAT_RC -eq 0 && $HIGH_RC -eq 0 && $JSON_RC -eq 0 ]]
+[[ $NAV_RC -eq 0 && $CHAT_RC -eq 0 && $HIGH_RC -eq 0 && $JSON_RC -eq 0 && $ROUTE_RC -eq 0 ]]

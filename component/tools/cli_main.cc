@@ -1,14 +1,17 @@
 // ari-cli: talk to an ARI node from a shell (uses ari_client only).
 //   ari-cli [--domain N] [--config CYCLONE_XML] [--client NAME] COMMAND ...
 //   ask [--urgency critical|high|normal|background] [--deadline-ms N] [--session ID]
-//       [--max-tokens N] [--temp T] [--seed S] [--chunks]
+//       [--max-tokens N] [--temp T] [--seed S] [--chunks] [--node NODE_ID]
 //       [--system TEXT] [--turn user:TEXT|assistant:TEXT]...
 //       [--schema-name NAME | --schema FILE.json | --grammar FILE.gbnf] "prompt"
 //       (--system/--turn make it a chat-form request: system, turns, then the prompt
 //       as the last user turn; the node renders them with the model's chat template;
 //       --schema-name: a schema registered in the node config, --schema / --grammar: an
 //       inline JSON Schema / grammar; the answer is then constrained and the last line
-//       on stderr says "structured output: FORMAT_COMPLETE" or "FORMAT_INCOMPLETE")
+//       on stderr says "structured output: FORMAT_COMPLETE" or "FORMAT_INCOMPLETE";
+//       --node pins the request to one node, else the client library routes it among
+//       the nodes on the domain, docs/routing.md; stderr names the node: "request ID
+//       (URGENCY) -> node N")
 //   status [--timeout-ms N]       print the node's current NodeStatus
 //   watch [--count N] [--duration-ms N]   print every NodeStatus as it arrives
 //   cancel REQUEST_ID             (the id ask prints on stderr)
@@ -112,6 +115,7 @@ int Usage(FILE* out = stderr) {
                "usage: ari-cli [--domain N] [--config XML] [--client NAME] COMMAND\n"
                "  ask [--urgency critical|high|normal|background] [--deadline-ms N]\n"
                "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks]\n"
+               "      [--node NODE_ID]  (pin one node; else routed, docs/routing.md)\n"
                "      [--system TEXT] [--turn user:TEXT|assistant:TEXT]...\n"
                "      [--schema-name NAME | --schema FILE.json | --grammar FILE.gbnf] [PROMPT]\n"
                "      (chat form: system, turns, then PROMPT as the last user turn)\n"
@@ -183,6 +187,9 @@ bool ParseAskArgs(std::vector<std::string>& args, AskParams& p, bool* chunks) {
       p.sampling.seed = std::strtoull(val().c_str(), nullptr, 10);
     } else if (a == "--chunks") {
       *chunks = true;
+    } else if (a == "--node") {
+      p.target_node = val();
+      if (p.target_node.empty()) return false;
     } else if (a == "--schema-name") {
       p.schema_name = val();
       if (p.schema_name.empty()) return false;
@@ -212,7 +219,9 @@ int Ask(Client& client, std::vector<std::string>& args) {
     std::fprintf(stderr, "ari-cli: %s\n", stream.error().ToString().c_str());
     return ExitCodeForError(stream.error());
   }
-  std::fprintf(stderr, "request %s (%s)\n", stream->request_id().c_str(), UrgencyName(p.urgency));
+  std::fprintf(stderr, "request %s (%s) -> node %s\n", stream->request_id().c_str(),
+               UrgencyName(p.urgency),
+               stream->node_id().empty() ? "(any)" : stream->node_id().c_str());
   const std::string tag = client.client_id();
   auto sum = stream->Wait([&](const ari_TokenChunk& c) {
     if (c.terminal) return;

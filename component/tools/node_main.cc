@@ -17,6 +17,7 @@
 
 #include "component/node/node.h"
 #include "component/node/privileges.h"
+#include "runtime/kernels/tier_choice.h"
 
 namespace {
 
@@ -84,6 +85,9 @@ bool EnterNodeSandbox(const ari::config::NodeConfig& config,
                       const ari::component::NodeOverrides& ov) {
   using namespace ari::component;
   const std::filesystem::path& base_dir = ov.base_dir;
+  // The host's kernel tier timings (read, or measured and shared): the file is outside
+  // the sandbox's writable folders (runtime/kernels/tier_timings_file.h).
+  [[maybe_unused]] const auto& timings = ari::runtime::kernels::ProcessTierTimings();
   SandboxOptions sandbox;
   // A plain GGUF model is packed into the pack cache at start-up: it must be writable (and
   // exist, for the Landlock rule). A failure here is reported by the model load.

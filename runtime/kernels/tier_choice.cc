@@ -11,6 +11,7 @@
 
 #include "runtime/kernels/kernel_tiers.h"
 #include "runtime/kernels/pack.h"
+#include "runtime/kernels/tier_timings_file.h"
 
 namespace ari::runtime::kernels {
 namespace {
@@ -166,7 +167,19 @@ IsaTier ChooseTier(const TierTimings& t, MatmulFamily f, std::span<const IsaTier
 }
 
 const TierTimings& ProcessTierTimings() {
-  static const TierTimings timings = MeasureTierTimings(MeasureOptions{});
+  // One host, one set of timings (tier_timings_file.h): read the file when a process of
+  // this host measured already, else measure and share.
+  static const TierTimings timings = [] {
+    if (MeasurementOff()) return TierTimings{};
+    const std::filesystem::path path = TierTimingsPath();
+    if (auto t = LoadTierTimings(path)) return *t;
+    const TierTimings t = MeasureTierTimings(MeasureOptions{});
+    if (!SaveTierTimings(path, t)) {
+      std::fprintf(stderr, "ari: kernel tier timings not saved to %s (measured again next time)\n",
+                   path.c_str());
+    }
+    return t;
+  }();
   return timings;
 }
 
