@@ -554,7 +554,7 @@ Result<void> EngineImpl::Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& 
     return {};
   }
   r.context_shrunk = Shrink(s, knobs.context_cap);
-  if (s.position == 0 && s.generated == 0 && prefixes_.enabled() && !building_prefix_) {
+  if (s.position == 0 && s.generated == 0 && prefixes_.size() > 0 && !building_prefix_) {
     // The first prefill chunk of an empty slot: the prefix cache (engine_prefix.h).
     r.prefix_tokens = drop_level_ == 0
                           ? engine_internal::UsePrefix(prefixes_, s, r.precision, model_->config())

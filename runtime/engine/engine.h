@@ -182,7 +182,8 @@ struct EngineCounters {
   uint64_t isa_refusals = 0;       // chunks with ChunkResult::isa_refused
   uint64_t prefix_hits = 0;        // turns that started from a cached prefix
   uint64_t prefix_tokens = 0;      // prompt tokens taken from the prefix cache, not computed
-  uint64_t prefix_misses = 0;      // empty-slot prefills no cached prefix served (cache on)
+  uint64_t prefix_misses = 0;      // empty-slot prefills no cached prefix served (once any
+                                   // prefix is registered)
 };
 
 // A prefix registered with Engine::AddPrefix.
