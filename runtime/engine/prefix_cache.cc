@@ -67,7 +67,7 @@ uint64_t PrefixDigest(const void* p, size_t n, uint64_t seed) {
   uint64_t h = 1469598103934665603ull ^ seed;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    uint64_t w;
+    uint64_t w = 0;
     std::memcpy(&w, b + i, 8);
     h = (h ^ w) * 1099511628211ull;
     h ^= h >> 29;
@@ -99,7 +99,7 @@ std::string PrefixStore::Validate(const std::byte* p, uint64_t size, const Prefi
   if (size < sizeof(PrefixFileHeader)) {
     return "truncated: " + std::to_string(size) + " bytes, shorter than the header";
   }
-  PrefixFileHeader h;
+  PrefixFileHeader h{};
   std::memcpy(&h, p, sizeof h);
   if (std::memcmp(h.magic, kPrefixMagic, sizeof h.magic) != 0) return "not a prefix cache file";
   if (h.version != kPrefixVersion) return "format version " + std::to_string(h.version);
@@ -165,7 +165,7 @@ Result<const PrefixEntry*> PrefixStore::Load(const PrefixIdentity& id,
     return MakeError(ErrorCode::kFormat, path.string() + ": " + why);
   }
   const auto* base = static_cast<const std::byte*>(e.map);
-  PrefixFileHeader h;
+  PrefixFileHeader h{};
   std::memcpy(&h, base, sizeof h);
   e.id = id;
   e.tokens.assign(tokens.begin(), tokens.end());

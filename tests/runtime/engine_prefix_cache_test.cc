@@ -91,7 +91,7 @@ std::vector<fs::path> Files(const fs::path& dir) {
 }
 
 fs::path FreshDir(const std::string& tag) {
-  const fs::path d = testing::TempDir("prefix") / tag;
+  fs::path d = testing::TempDir("prefix") / tag;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
