@@ -38,12 +38,12 @@ Result<uint64_t> PrefixModelId(const std::filesystem::path& loaded) {
 Result<PrefixInfo> AddPrefix(Engine& engine, std::span<Slot> slots, PrefixStore& store,
                              uint64_t model_id, const ModelConfig& c, int32_t max_chunk,
                              std::span<const TokenId> tokens, Precision p, bool& building) {
+  if (p == Precision::kReference || slots.empty() || slots[0].ref) {
+    return MakeError(ErrorCode::kUnsupported, "engine: the prefix cache needs a pack");
+  }
   if (!store.enabled()) {
     return MakeError(ErrorCode::kUnsupported,
                      "engine: no prefix cache folder (EngineOptions::prefix_cache.dir)");
-  }
-  if (p == Precision::kReference || slots.empty() || slots[0].ref) {
-    return MakeError(ErrorCode::kUnsupported, "engine: the prefix cache needs a pack");
   }
   if (tokens.size() < 2) {
     return MakeError(ErrorCode::kInvalidArgument, "engine: a cached prefix needs >= 2 tokens");

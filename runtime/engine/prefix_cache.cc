@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <system_error>
@@ -194,6 +195,12 @@ Result<void> PrefixStore::MakeRoom(uint64_t incoming) {
   std::error_code ec;
   for (const fs::directory_entry& d : fs::directory_iterator(dir_, ec)) {
     std::error_code e1, e2;
+    const std::string name = d.path().filename().string();
+    if (name.starts_with('.') && name.find(".kvprefix.tmp.") != std::string::npos &&
+        d.last_write_time(e2) < fs::file_time_type::clock::now() - std::chrono::hours(1)) {
+      fs::remove(d.path(), e1);  // left by a writer that crashed
+      continue;
+    }
     if (d.path().extension() != ".kvprefix" || !d.is_regular_file(e1)) continue;
     const uint64_t b = d.file_size(e1);
     const auto t = d.last_write_time(e2);

@@ -12,7 +12,8 @@
 // and both checksums (header + ids, payload) hold. Anything else is deleted and rebuilt.
 // Writes go to a temp file in the folder, fsync, rename, fsync of the folder. Disk use of
 // the folder's *.kvprefix files is bounded (max_bytes): before a write, the least recently
-// used files (mtime, refreshed on every use) that no entry of this store maps are removed.
+// used files (mtime, refreshed on every use) that no entry of this store maps are removed
+// (and temp files a crashed writer left, after an hour).
 // Entries stay mapped read-only (file-backed pages: the kernel can drop and re-read them).
 #pragma once
 

@@ -5,7 +5,8 @@
 // a second engine loading the file). Corrupt, truncated (before load and under a mapping),
 // foreign and other-model files are never used (rebuilt, with the reason); the folder's
 // disk use stays within its bound by LRU eviction; a bound too small or a folder that
-// cannot be created is an error value and turns still run, uncached.
+// cannot be created is an error value and turns still run, uncached. A turn served from the
+// cache performs no heap allocation after warm-up.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "runtime/engine/engine.h"
+#include "tests/common/counting_allocator.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {
@@ -287,6 +289,46 @@ TEST(EnginePrefixCache, NoRoomOrUnwritableFolderServesUncached) {
     const TurnOut got = RunTurn(**e, prompt, true);
     EXPECT_EQ(got.prefix_tokens, 0);
     EXPECT_EQ(got.tokens, want.tokens);
+  }
+}
+
+TEST(EnginePrefixCache, NoHeapAllocationWhenServedFromCache) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  ASSERT_TRUE(testing::Stories260K().ok);
+  const fs::path dir = FreshDir("alloc");
+  const std::vector<TokenId> prefix = Tokens(40, 13);
+  const std::vector<TokenId> prompt = Concat(prefix, Tokens(10, 2));
+  for (KvType kv : {KvType::kF16, KvType::kInt8}) {
+    auto e = MakeEngine(kv, dir);
+    ASSERT_TRUE(e.has_value());
+    Engine& eng = **e;
+    ASSERT_TRUE(eng.AddPrefix(prefix).has_value());
+    TurnSpec t;
+    t.prompt = prompt;
+    t.max_tokens = 8;
+    t.keep_context = false;
+    ChunkKnobs k;
+    k.prefill_tokens = 16;
+    k.threads = 1;
+    k.kv_type = kv;
+    int32_t reused = 0;
+    auto turns = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(eng.StartTurn(0, t).has_value());
+        for (int c = 0; c < 50; ++c) {
+          auto r = eng.RunChunk(0, k);
+          ASSERT_TRUE(r.has_value());
+          reused += r->prefix_tokens;
+          if (r->finished) break;
+        }
+      }
+    };
+    turns(1);  // warm-up
+    reused = 0;
+    testing::CountAllocations allocations;
+    turns(3);
+    EXPECT_EQ(allocations.count(), 0) << KvTypeName(kv);
+    EXPECT_EQ(reused, 3 * 40);
   }
 }
 
