@@ -143,6 +143,7 @@ Result<std::unique_ptr<Node>> Node::Create(const config::NodeConfig& config,
   const runtime::EngineOptions eo = node->EngineOptionsFromConfig();
   if (auto r = node->LoadModel(ov, eo); !r) return std::unexpected(r.error());
   if (auto r = node->WarmUp(); !r) return std::unexpected(r.error());
+  node->RegisterPrefixes();
   if (auto r = node->LockMemory(); !r) return std::unexpected(r.error());
   if (auto r = node->InitStructuredOutput(ov); !r) return std::unexpected(r.error());
   if (auto r = node->OpenTemperatureSource(ov); !r) return std::unexpected(r.error());
@@ -210,6 +211,12 @@ std::filesystem::path ResolvePackCacheDir(const config::NodeConfig& c, const Nod
   return d ? *d : std::filesystem::path{};
 }
 
+std::filesystem::path ResolvePrefixCacheDir(const config::NodeConfig& c, const NodeOverrides& ov) {
+  if (!c.prefix_cache().dir().empty()) return Resolve(ov.base_dir, c.prefix_cache().dir());
+  const std::filesystem::path packs = ResolvePackCacheDir(c, ov);
+  return packs.empty() ? packs : packs.parent_path() / "prefixes";
+}
+
 runtime::EngineOptions Node::EngineOptionsFromConfig() const {
   const config::NodeConfig& c = config_;
   runtime::EngineOptions eo;
@@ -229,6 +236,10 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   // Model (fallback when the main one does not load).
   runtime::EngineOptions eo = options;
   eo.pack_cache.dir = ResolvePackCacheDir(c, ov);
+  if (c.prefix_cache().system_prompts_size() > 0) {
+    eo.prefix_cache.dir = ResolvePrefixCacheDir(c, ov);
+    if (c.prefix_cache().max_bytes() > 0) eo.prefix_cache.max_bytes = c.prefix_cache().max_bytes();
+  }
   std::filesystem::path model =
       ov.model.empty() ? Resolve(ov.base_dir, c.model_path()) : std::filesystem::path(ov.model);
   eo.model_path = model;
@@ -272,6 +283,7 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
     if (std::filesystem::exists(fb)) {
       runtime::EngineOptions fo = eo;
       fo.model_path = fb;
+      fo.prefix_cache.dir.clear();  // the prefixes are the main model's
       fallback_ = std::make_unique<FallbackModel>(fo, tokenizer_);
     } else {
       Log("fallback model %s not found: the memory ladder's fallback step is disabled", fb.c_str());

@@ -68,6 +68,10 @@ struct NodeOverrides {
 // runtime::DefaultPackCacheDir()); empty when none can be found.
 std::filesystem::path ResolvePackCacheDir(const config::NodeConfig& config,
                                           const NodeOverrides& overrides);
+// The prompt-prefix cache's folder (prefix_cache.dir, else "prefixes" next to the pack cache
+// folder); empty when none can be found.
+std::filesystem::path ResolvePrefixCacheDir(const config::NodeConfig& config,
+                                            const NodeOverrides& overrides);
 
 // Maps a scheduler terminal to the wire status.
 ari_ChunkStatus WireStatus(qos::TerminalStatus s);
@@ -124,6 +128,9 @@ class Node final : public qos::ChunkSink {
   // watch, the tokenizer, and the memory ladder's fallback model.
   Result<void> LoadModel(const NodeOverrides& ov, const runtime::EngineOptions& options);
   Result<void> WarmUp();
+  // prefix_cache.system_prompts into the engine's prefix cache (node_prefix.cc); a prompt
+  // that cannot be cached is logged and runs uncached.
+  void RegisterPrefixes();
   // config memory_lock: mlock the engine's memory (refused: log, or fail when REQUIRED).
   Result<void> LockMemory();
   // The schema registry, the token trie and the constraint pool (structured_output.h).

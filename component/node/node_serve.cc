@@ -166,10 +166,14 @@ void Node::Drain(int signal_fd) {
       static_cast<unsigned long long>(ts.pending_match_max),
       static_cast<unsigned long long>(ts.for_other_nodes));
   const runtime::EngineCounters ec = engine_->Counters();
-  Log("engine: %llu pin failures, %llu refused CPU sets, %llu refused ISA tiers",
+  Log("engine: %llu pin failures, %llu refused CPU sets, %llu refused ISA tiers; prefix cache: "
+      "%llu hits (%llu prompt tokens not computed), %llu misses",
       static_cast<unsigned long long>(ec.pin_failures),
       static_cast<unsigned long long>(ec.cpu_mask_refusals),
-      static_cast<unsigned long long>(ec.isa_refusals));
+      static_cast<unsigned long long>(ec.isa_refusals),
+      static_cast<unsigned long long>(ec.prefix_hits),
+      static_cast<unsigned long long>(ec.prefix_tokens),
+      static_cast<unsigned long long>(ec.prefix_misses));
 }
 
 }  // namespace ari::component

@@ -96,6 +96,12 @@ bool EnterNodeSandbox(const ari::config::NodeConfig& config,
     std::filesystem::create_directories(cache, ec);
     if (!ec) sandbox.writable_dirs.push_back(cache);
   }
+  if (const auto prefixes = ResolvePrefixCacheDir(config, ov);
+      config.prefix_cache().system_prompts_size() > 0 && !prefixes.empty()) {
+    std::error_code ec;  // written at start-up (a failure is logged by the registration)
+    std::filesystem::create_directories(prefixes, ec);
+    if (!ec) sandbox.writable_dirs.push_back(prefixes);
+  }
   sandbox.landlock = !config.privileges().no_landlock();
   for (const auto& d : config.privileges().writable_dirs()) {
     std::filesystem::path p(d);

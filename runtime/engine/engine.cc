@@ -14,6 +14,7 @@
 #include "runtime/engine/engine_memory.h"
 #include "runtime/engine/engine_park.h"
 #include "runtime/engine/engine_plan.h"
+#include "runtime/engine/engine_prefix.h"
 #include "runtime/engine/fast_forward.h"
 #include "runtime/engine/paging.h"
 #include "runtime/gguf/gguf.h"
@@ -92,7 +93,12 @@ class EngineImpl final : public Engine {
   }
   uint64_t PoolDispatches() const override { return pool_->runs(); }
   EngineCounters Counters() const override {
-    return EngineCounters{pin_failures_, cpu_mask_refusals_, isa_refusals_};
+    return EngineCounters{pin_failures_, cpu_mask_refusals_, isa_refusals_,
+                          prefix_hits_,  prefix_tokens_,     prefix_misses_};
+  }
+  Result<PrefixInfo> AddPrefix(std::span<const TokenId> tokens, Precision p) override {
+    return engine_internal::AddPrefix(*this, slots_, prefixes_, model_id_, model_->config(),
+                                      opts_.max_chunk, tokens, p, building_prefix_);
   }
   int32_t num_park_areas() const override { return parks_.size(); }
   Result<ParkId> ParkSlot(int32_t slot) override {
@@ -152,6 +158,10 @@ class EngineImpl final : public Engine {
   uint64_t cpu_mask_refusals_ = 0;            // chunks whose cpu_mask the pool refused (any worker)
   uint64_t isa_refusals_ = 0;                 // chunks whose max_isa could not be applied
   std::vector<engine_internal::MemoryRegion> locked_;  // LockMemory()
+  engine_internal::PrefixStore prefixes_;              // AddPrefix (engine_prefix.h)
+  uint64_t model_id_ = 0;                              // the prefix files' model identity
+  bool building_prefix_ = false;
+  uint64_t prefix_hits_ = 0, prefix_tokens_ = 0, prefix_misses_ = 0;
 };
 
 Result<void> EngineImpl::Init(const EngineOptions& o) {
@@ -192,6 +202,12 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     plan_.notes.push_back("park areas: " + std::to_string(o.park_areas) + " x " +
                           std::to_string(parks_.bytes_per_area()) + " bytes, outside the arena" +
                           (o.prefault ? "" : ", touched only when a turn is parked"));
+  }
+  if (!o.prefix_cache.dir.empty() && packed_) {
+    auto id = engine_internal::PrefixModelId(loaded_path_);
+    if (!id) return std::unexpected(id.error());
+    model_id_ = *id;
+    prefixes_.Init(o.prefix_cache.dir, o.prefix_cache.max_bytes);
   }
   if (packed_ && PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_)) {
     ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
@@ -538,6 +554,15 @@ Result<void> EngineImpl::Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& 
     return {};
   }
   r.context_shrunk = Shrink(s, knobs.context_cap);
+  if (s.position == 0 && s.generated == 0 && prefixes_.size() > 0 && !building_prefix_) {
+    // The first prefill chunk of an empty slot: the prefix cache (engine_prefix.h).
+    r.prefix_tokens = drop_level_ == 0
+                          ? engine_internal::UsePrefix(prefixes_, s, r.precision, model_->config())
+                          : 0;
+    prefix_hits_ += r.prefix_tokens > 0 ? 1 : 0;
+    prefix_misses_ += r.prefix_tokens > 0 ? 0 : 1;
+    prefix_tokens_ += static_cast<uint64_t>(r.prefix_tokens);
+  }
   const bool greedy = knobs.greedy_only;
   if (s.generated == 0 || s.hist_len - s.position > 1) {  // prompt, or re-prefill after a cap
     r.phase = ChunkPhase::kPrefill;

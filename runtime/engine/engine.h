@@ -48,6 +48,13 @@ enum class PlainGguf : uint8_t {
                // precision, one thread, no layer drop, fp32 KV; chosen explicitly only
 };
 
+// The persistent prompt-prefix cache (Engine::AddPrefix, docs/memory.md "Prompt-prefix
+// cache"): registered prefixes keep their KV in mmap'd files in `dir`.
+struct PrefixCacheOptions {
+  std::filesystem::path dir;          // empty: no prefix cache (AddPrefix is kUnsupported)
+  uint64_t max_bytes = 256ull << 20;  // disk bound of the folder's *.kvprefix files (LRU)
+};
+
 struct EngineOptions {
   std::filesystem::path model_path;  // a pack, or a plain GGUF (see plain_gguf)
   PlainGguf plain_gguf = PlainGguf::kAutoPack;
@@ -70,6 +77,7 @@ struct EngineOptions {
   // so no first-touch page fault happens inside the chunk loop (docs/reliability.md,
   // "Allocations on the real-time path"). Off: pages are backed when first used.
   bool prefault = true;
+  PrefixCacheOptions prefix_cache;
 };
 
 // What is applied before a chunk runs (the governor's decision, in runtime terms).
@@ -142,6 +150,9 @@ struct ChunkResult {
   KvType kv_type = KvType::kF32;  // the slot's KV precision after this chunk
   bool kv_converted = false;      // this chunk converted the slot's KV to INT8 in place
   bool context_shrunk = false;    // this chunk applied ChunkKnobs::context_cap
+  // Prompt tokens whose KV this chunk copied from the prefix cache instead of computing
+  // them (the first prefill chunk of an empty slot; not counted in prompt_tokens).
+  int32_t prefix_tokens = 0;
 };
 
 // Bytes per part of the arena, as printed by `ari-run --memory-plan`.
@@ -169,6 +180,18 @@ struct EngineCounters {
   uint64_t pin_failures = 0;       // sum of ChunkResult::pin_failures
   uint64_t cpu_mask_refusals = 0;  // chunks whose cpu_mask a worker's re-pin refused
   uint64_t isa_refusals = 0;       // chunks with ChunkResult::isa_refused
+  uint64_t prefix_hits = 0;        // turns that started from a cached prefix
+  uint64_t prefix_tokens = 0;      // prompt tokens taken from the prefix cache, not computed
+  uint64_t prefix_misses = 0;      // empty-slot prefills no cached prefix served (once any
+                                   // prefix is registered)
+};
+
+// A prefix registered with Engine::AddPrefix.
+struct PrefixInfo {
+  std::filesystem::path path;  // its cache file
+  uint64_t file_bytes = 0;
+  bool built = false;          // computed and written by this call (else loaded)
+  std::string rebuilt_reason;  // why a file present was not trusted (empty: none)
 };
 
 // A park area holding a parked turn (ChunkRunner::ParkSlot).
@@ -237,6 +260,19 @@ class Engine : public ChunkRunner {
   // for a bad slot; a no-op on the reference path or when already INT8.
   virtual Result<void> ConvertSlotKv(int32_t /*slot*/, KvType /*to*/) {
     return MakeError(ErrorCode::kUnsupported, "engine: KV conversion not supported");
+  }
+
+  // Registers a prompt prefix (a system prompt's tokens) in the prefix cache: its KV, as
+  // `precision` and the engine's KV type compute it with the current ISA tier, is loaded
+  // from its file when valid, else computed now in an empty slot and written. From then on,
+  // the first prefill chunk of a turn starting an empty slot with the same compute settings
+  // (and no layer drop) copies the KV of the longest run of leading tokens it shares with a
+  // registered prefix (at most all but the prompt's last token) and computes only the rest.
+  // Call between turns (start-up). Errors (no cache folder, reference path, bound or disk
+  // full, unwritable folder) leave the prefix unregistered; turns then run uncached.
+  virtual Result<PrefixInfo> AddPrefix(std::span<const TokenId> /*tokens*/,
+                                       Precision /*precision*/ = Precision::kW8A16) {
+    return MakeError(ErrorCode::kUnsupported, "engine: prefix cache not supported");
   }
 
   virtual PinningReport Pinning() const = 0;

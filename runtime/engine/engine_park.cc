@@ -48,13 +48,15 @@ void ParkStore::AppendRegions(std::vector<MemoryRegion>& out) const {
   for (const Area& a : areas_) out.push_back({a.mem.get(), area_bytes_});
 }
 
-void ParkStore::CopyRows(const std::byte* from, std::byte* to, int32_t positions, size_t row_bytes,
-                         bool to_area) const {
+void CopyKvRows(const std::byte* from, std::byte* to, int32_t layers, int32_t ctx,
+                int32_t compact_rows, int32_t positions, size_t row_bytes, bool to_compact) {
   const size_t n = static_cast<size_t>(positions) * row_bytes;
-  for (int32_t l = 0; l < layers_; ++l) {
-    const size_t slot_off = static_cast<size_t>(l) * static_cast<size_t>(ctx_) * row_bytes;
-    const size_t area_off = static_cast<size_t>(l) * n;
-    std::memcpy(to + (to_area ? area_off : slot_off), from + (to_area ? slot_off : area_off), n);
+  for (int32_t l = 0; l < layers; ++l) {
+    const size_t slot_off = static_cast<size_t>(l) * static_cast<size_t>(ctx) * row_bytes;
+    const size_t compact_off =
+        static_cast<size_t>(l) * static_cast<size_t>(compact_rows) * row_bytes;
+    std::memcpy(to + (to_compact ? compact_off : slot_off),
+                from + (to_compact ? slot_off : compact_off), n);
   }
 }
 
@@ -68,8 +70,10 @@ Result<ParkId> ParkStore::Park(Slot& s) {
       std::swap(a.ref, s.ref);  // the fp32 KV goes with its Session
     } else {
       const size_t rb = KvCacheView::RowBytes(model_->config(), s.kv.type);
-      CopyRows(static_cast<const std::byte*>(s.kv.k), a.k, s.position, rb, true);
-      CopyRows(static_cast<const std::byte*>(s.kv.v), a.v, s.position, rb, true);
+      CopyKvRows(static_cast<const std::byte*>(s.kv.k), a.k, layers_, ctx_, s.position, s.position,
+                 rb, true);
+      CopyKvRows(static_cast<const std::byte*>(s.kv.v), a.v, layers_, ctx_, s.position, s.position,
+                 rb, true);
     }
     std::memcpy(a.history, s.history, static_cast<size_t>(s.hist_len) * sizeof(TokenId));
     std::memcpy(a.out, s.out, static_cast<size_t>(s.generated) * sizeof(TokenId));
@@ -99,8 +103,10 @@ Result<void> ParkStore::Resume(ParkId id, Slot& s) {
   } else {
     s.kv.type = a.kv_type;
     const size_t rb = KvCacheView::RowBytes(model_->config(), a.kv_type);
-    CopyRows(a.k, static_cast<std::byte*>(s.kv.k), a.position, rb, false);
-    CopyRows(a.v, static_cast<std::byte*>(s.kv.v), a.position, rb, false);
+    CopyKvRows(a.k, static_cast<std::byte*>(s.kv.k), layers_, ctx_, a.position, a.position, rb,
+               false);
+    CopyKvRows(a.v, static_cast<std::byte*>(s.kv.v), layers_, ctx_, a.position, a.position, rb,
+               false);
   }
   std::memcpy(s.history, a.history, static_cast<size_t>(a.hist_len) * sizeof(TokenId));
   std::memcpy(s.out, a.out, static_cast<size_t>(a.generated) * sizeof(TokenId));

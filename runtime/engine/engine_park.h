@@ -23,6 +23,12 @@ class Model;
 
 namespace ari::runtime::engine_internal {
 
+// Copies the first `positions` rows of every layer between a slot's KV half (layer l's rows
+// start at row l * ctx) and a compact buffer (layer l's rows start at row l * compact_rows,
+// compact_rows >= positions): the layout of park areas and prefix cache files.
+void CopyKvRows(const std::byte* from, std::byte* to, int32_t layers, int32_t ctx,
+                int32_t compact_rows, int32_t positions, size_t row_bytes, bool to_compact);
+
 class ParkStore {
  public:
   // `packed`: the KV lives in the slots' views (else in each slot's reference Session).
@@ -56,11 +62,6 @@ class ParkStore {
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<Session> ref;
   };
-  // Copies the first `positions` rows of every layer between a slot's KV half (rows of
-  // layer l start at l * ctx) and an area's (compact: layer l starts at l * positions).
-  void CopyRows(const std::byte* from, std::byte* to, int32_t positions, size_t row_bytes,
-                bool to_area) const;
-
   const Model* model_ = nullptr;
   std::vector<Area> areas_;
   int32_t ctx_ = 0, layers_ = 0;
