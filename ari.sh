@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ARI: one entry point for a fresh Debian 12 machine (run as root).
 #   ./ari.sh demo    install packages, build (Release), run the demo
+#                    (--nodes 2: also a second node; CRITICAL is routed to the idle one)
 #   ./ari.sh test    install packages, build Release + ASan/UBSan, run the whole suite in both
 #   ./ari.sh setup   only install the Debian packages (idempotent; seconds when present)
 #   ./ari.sh build   only the Release build
@@ -248,7 +249,7 @@ cross_all() {
 cmd_demo() {
   setup
   build_release
-  "$ROOT/scripts/demo.sh" "$ROOT/build-release"
+  "$ROOT/scripts/demo.sh" "$ROOT/build-release" "$@"
 }
 
 case "${1:-}" in
@@ -256,7 +257,7 @@ case "${1:-}" in
   build) setup; build_release ;;
   lint) setup; build_release; "$ROOT/scripts/lint.sh" "$ROOT/build-release" all ;;
   test) cmd_test ;;
-  demo) cmd_demo ;;
+  demo) shift; cmd_demo "$@" ;;
   cross-test) setup; cross_test ;;
   cross-all) setup; cross_all ;;
   fuzz-smoke) setup; cmd_fuzz_smoke ;;

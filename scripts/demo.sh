@@ -17,8 +17,8 @@
 #     navigation_destination (config/schemas/): the answer is JSON, ends FORMAT_COMPLETE,
 #     and is parsed and checked here by Python's json module (no code shared with ARI);
 #  7. with --nodes 2 only: a second ari-node (node id ari-node-2) joins the domain; a long
-#     NORMAL chat is pinned to the first node, and a CRITICAL navigation prompt, routed by
-#     the client library (docs/routing.md), goes to the idle second node;
+#     BACKGROUND request is pinned to the first node, and a CRITICAL navigation prompt,
+#     routed by the client library (docs/routing.md), goes to the idle second node;
 #  8. stop the node(s) by PID with SIGTERM and check they exit 0.
 set -euo pipefail
 BUILD="${1:?usage: demo.sh <build dir> [--nodes 1|2]}"
@@ -185,9 +185,10 @@ if [[ "$NODES" == 2 ]]; then
   for _ in $(seq 100); do grep -q "ready in" "$OUT/node2.log" && break; sleep 0.1; done
   grep "ready in" "$OUT/node2.log" || true
   sleep 1.2  # both nodes' NodeStatus (1 s period) reach the clients
-  echo "-- chat: a long NORMAL request pinned to ari-node (ari-cli ask --node ari-node);"
+  echo "-- summary: a long BACKGROUND request pinned to ari-node (ari-cli ask --node ari-node);"
   echo "   1.2 s later nav: CRITICAL, not pinned: the client library routes it"
-  "${CLI[@]}" --client chat ask --urgency normal --max-tokens 256 --node ari-node "$PROMPT_N" \
+  "${CLI[@]}" --client summary ask --urgency background --max-tokens 256 --node ari-node \
+      "$PROMPT_N" \
       >"$OUT/normal2.out" 2>"$OUT/normal2.err" &
   CHAT2_PID=$!
   sleep 1.2  # ari-node's next NodeStatus shows its busy slot

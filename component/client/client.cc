@@ -315,7 +315,20 @@ std::vector<RouteNode> ClientCore::RouteNodes(int64_t now_ns) {
 }
 
 Result<std::string> ClientCore::Route(const AskParams& p, uint64_t spread_key) {
+  // Just connected: every matched node's NodeStatus (transient-local) arrives within
+  // milliseconds of the match. Until each has, a request could go unaddressed and be
+  // answered by two nodes, so wait for them (bounded: a request reader that is not a
+  // node never sends one).
+  const uint32_t readers = request_writer_.MatchedReaders().value_or(0);
   std::unique_lock<std::mutex> lock(mutex_);
+  WaitUntil(view_cv_, lock,
+            std::max(dds::Duration::zero(),
+                     dds::Duration(created_ + kStatusGrace - std::chrono::steady_clock::now())),
+            [&] {
+              size_t alive = 0;
+              for (const auto& [id, k] : nodes_) alive += k.alive ? 1 : 0;
+              return closed_ || alive >= readers;
+            });
   if (!p.target_node.empty()) {  // pinned: wait for that node's status (it may be starting)
     WaitUntil(view_cv_, lock, options_.node_timeout,
               [&] { return closed_ || nodes_.contains(p.target_node); });

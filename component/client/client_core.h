@@ -123,6 +123,9 @@ class ClientCore {
   // dead node's endpoints stay matched until its participant lease expires).
   std::optional<dds_guid_t> node_participant_;
   uint64_t events_ = 0;  // bumped on every match/liveliness/status event
+  // Route waits up to created_ + kStatusGrace for the NodeStatus of every matched node.
+  static constexpr dds::Duration kStatusGrace = std::chrono::milliseconds(1000);
+  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   // Shared memory: when the current node's endpoints were first seen matched (see
   // dds::kIceoryxSettle); requests wait until the iceoryx connections are up.
   std::optional<dds_guid_t> settle_node_;

@@ -74,7 +74,15 @@ double ExpectedTtftMs(const RouteNode& n, ari_UrgencyClass urgency, const Routin
 }
 
 std::expected<RouteChoice, NoRoute> ChooseNode(std::span<const RouteNode> nodes,
-                                               const RouteRequest& r, const RoutingWeights& w) {
+                                               const RouteRequest& r,
+                                               const RoutingWeights& weights) {
+  // A node that has not finished a turn yet is taken to be as fast as the fastest one
+  // that has (not as the guess unknown_tokens_per_s): a node that just joined must not
+  // look slower than a busy one.
+  RoutingWeights w = weights;
+  float fastest = 0;
+  for (const RouteNode& n : nodes) fastest = std::max(fastest, n.decode_tokens_per_s);
+  if (fastest > 0) w.unknown_tokens_per_s = fastest;
   std::vector<int> cand;       // eligible, in node id order (the answer must not depend on
   cand.reserve(nodes.size());  // the order samples arrived in)
   for (size_t i = 0; i < nodes.size(); ++i) {

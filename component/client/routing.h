@@ -49,14 +49,16 @@ struct RouteNode {
 
 struct RoutingWeights {
   // The bands of config/policy_default.textproto (warm from 70 C, hot from 85 C).
-  float warm_celsius = 70;          // from here a node is "warm": slower, still used
-  float hot_celsius = 85;           // from here "hot": no new non-CRITICAL work if avoidable
-  float warm_slowdown = 1.5;        // expected time multiplier in the warm band
-  float hot_slowdown = 3.0;         // ... in the hot band (the governor throttles hard)
-  float unknown_tokens_per_s = 20;  // decode rate assumed before a node measured one
-  float turn_tokens = 64;           // tokens a busy turn still has to go (estimate)
-  float chunk_tokens = 8;           // a chunk in flight (what CRITICAL waits when it parks)
-  int64_t stale_ms = 3000;          // a sample older than this: node not eligible
+  float warm_celsius = 70;    // from here a node is "warm": slower, still used
+  float hot_celsius = 85;     // from here "hot": no new non-CRITICAL work if avoidable
+  float warm_slowdown = 1.5;  // expected time multiplier in the warm band
+  float hot_slowdown = 3.0;   // ... in the hot band (the governor throttles hard)
+  // Decode rate assumed for a node that has not finished a turn yet when no node has
+  // (ChooseNode otherwise assumes the fastest measured node's rate).
+  float unknown_tokens_per_s = 20;
+  float turn_tokens = 64;   // tokens a busy turn still has to go (estimate)
+  float chunk_tokens = 8;   // a chunk in flight (what CRITICAL waits when it parks)
+  int64_t stale_ms = 3000;  // a sample older than this: node not eligible
 };
 
 struct RouteRequest {

@@ -349,5 +349,34 @@ TEST_F(MultiNode, FailoverAfterSigkillMovesWhatCanMoveAndEndsTheRest) {
   StopAll();
 }
 
+// A client that asks the moment it connects (as ari-cli does) must not send an
+// unaddressed request that both nodes answer: Route waits (at most 1 s after connect)
+// for the NodeStatus of every matched node.
+TEST_F(MultiNode, AClientAskingAtOnceStillAddressesOneNode) {
+  StartNodes(2);
+  Observer obs;
+  ASSERT_TRUE(obs.Open(domain_));
+  {
+    auto first = Connect("first");
+    ASSERT_TRUE(first && WaitNodes(*first, 2));
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto client = Connect("eager" + std::to_string(i));
+    ASSERT_TRUE(client);
+    AskParams p;
+    p.prompt = "Once upon a time";
+    p.max_tokens = 4;
+    auto s = client->Ask(p);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    EXPECT_FALSE(s->node_id().empty()) << "sent unaddressed";
+    EXPECT_TRUE(s->Wait({}, 20s).has_value());
+    std::this_thread::sleep_for(200ms);
+    obs.Drain();
+    EXPECT_EQ(obs.requests_[s->request_id()].nodes.size(), 1u) << s->request_id();
+    EXPECT_EQ(obs.requests_[s->request_id()].terminals, 1);
+  }
+  StopAll();
+}
+
 }  // namespace
 }  // namespace ari::testing

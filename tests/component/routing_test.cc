@@ -53,6 +53,16 @@ TEST(Routing, CriticalGoesToTheIdleNode) {
   EXPECT_EQ(Route({one_busy, Idle("b")}, {.urgency = ari_URGENCY_CRITICAL}), "b");
 }
 
+TEST(Routing, ANodeThatJustJoinedIsAsFastAsTheFastestMeasured) {
+  // n1 served turns at 500 t/s and has one turn in progress; n2 just started (no turn
+  // yet). Guessing 20 t/s for n2 would send CRITICAL to the busy node.
+  RouteNode n1 = Idle("n1", 500);
+  n1.slots_busy = 1;
+  RouteNode n2 = Idle("n2", 0);
+  EXPECT_EQ(Route({n1, n2}, {.urgency = ari_URGENCY_CRITICAL}), "n2");
+  EXPECT_EQ(Route({n1, n2}, {.urgency = ari_URGENCY_NORMAL}), "n2");
+}
+
 TEST(Routing, CriticalPrefersAFastBusyNodeToASlowIdleOne) {
   // A busy node parks a turn at its next chunk boundary (chunk_tokens) for CRITICAL: at
   // 100 t/s shared by 3 that is 9 tokens * 30 ms = 270 ms, against 1 token / 2 t/s =
