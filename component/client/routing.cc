@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "component/client/dds.h"
+
 namespace ari::component {
 namespace {
 
@@ -143,14 +145,13 @@ std::expected<RouteNode, std::string> ParseNodeStatus(const ari_NodeStatus& s, i
   if (!CopyField(s.model, sizeof s.model, &v.model)) {
     return std::unexpected("model unterminated");
   }
-  if (const int state = static_cast<int>(s.state);
+  if (const int state = dds::RawEnum(s.state);
       state < ari_NODE_STARTING || state > ari_NODE_STOPPED) {
-    return std::unexpected("unknown state " + std::to_string(static_cast<int>(s.state)));
+    return std::unexpected("unknown state " + std::to_string(dds::RawEnum(s.state)));
   }
-  if (const int sensor = static_cast<int>(s.sensor_state);
+  if (const int sensor = dds::RawEnum(s.sensor_state);
       sensor < ari_SENSOR_OK || sensor > ari_SENSOR_SIMULATED) {
-    return std::unexpected("unknown sensor_state " +
-                           std::to_string(static_cast<int>(s.sensor_state)));
+    return std::unexpected("unknown sensor_state " + std::to_string(dds::RawEnum(s.sensor_state)));
   }
   for (float rate : {s.tokens_per_s, s.decode_tokens_per_s}) {
     if (!std::isfinite(rate) || rate < 0) {
