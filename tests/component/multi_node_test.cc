@@ -26,6 +26,17 @@ std::string GuidKey(const dds_guid_t& g) {
   return std::string(reinterpret_cast<const char*>(g.v), sizeof g.v);
 }
 
+// A story prompt of `tokens` tokens at `urgency`, pinned to `node` when given.
+AskParams Story(uint32_t tokens, ari_UrgencyClass urgency = ari_URGENCY_NORMAL,
+                const std::string& node = "") {
+  AskParams p;
+  p.prompt = "Once upon a time";
+  p.max_tokens = tokens;
+  p.urgency = urgency;
+  p.target_node = node;
+  return p;
+}
+
 // Every TokenChunk and NodeStatus on the domain, by writer participant.
 class Observer {
  public:
@@ -164,10 +175,7 @@ TEST_F(MultiNode, LoadSpreadsAndOnlyTheAddressedNodeAnswers) {
   std::vector<component::Stream> streams;
   std::map<std::string, int> per_node;
   for (int i = 0; i < kRequests; ++i) {
-    AskParams p;
-    p.prompt = "Once upon a time";
-    p.max_tokens = 4;
-    auto s = client->Ask(p);
+    auto s = client->Ask(Story(4));
     ASSERT_TRUE(s.has_value()) << s.error().ToString();
     ++per_node[s->node_id()];
     streams.push_back(std::move(*s));
@@ -205,11 +213,7 @@ TEST_F(MultiNode, CriticalGoesToTheIdleNode) {
   ASSERT_TRUE(client && WaitNodes(*client, 3));
   // One short turn on each node first: each then reports its decode rate.
   for (const std::string id : {"n1", "n2", "n3"}) {
-    AskParams p;
-    p.prompt = "Once upon a time";
-    p.max_tokens = 16;
-    p.target_node = id;
-    auto s = client->Ask(p);
+    auto s = client->Ask(Story(16, ari_URGENCY_NORMAL, id));
     ASSERT_TRUE(s.has_value()) << s.error().ToString();
     EXPECT_EQ(s->node_id(), id);
     ASSERT_TRUE(s->Wait({}, 30s).has_value());
@@ -218,11 +222,7 @@ TEST_F(MultiNode, CriticalGoesToTheIdleNode) {
   // n1 and n2 busy with long turns (2 tokens per chunk, 10 ms pauses: seconds).
   std::vector<component::Stream> busy;
   for (const std::string id : {"n1", "n2"}) {
-    AskParams p;
-    p.prompt = "Once upon a time";
-    p.max_tokens = 250;
-    p.target_node = id;
-    auto s = client->Ask(p);
+    auto s = client->Ask(Story(250, ari_URGENCY_NORMAL, id));
     ASSERT_TRUE(s.has_value()) << s.error().ToString();
     ASSERT_TRUE(s->Next(20s).has_value());
     busy.push_back(std::move(*s));
@@ -252,10 +252,7 @@ TEST_F(MultiNode, AHotNodeGetsNoNormalWork) {
       << nodes_["n1"]->Log();
   std::vector<component::Stream> streams;
   for (int i = 0; i < 10; ++i) {
-    AskParams p;
-    p.prompt = "Once upon a time";
-    p.max_tokens = 4;
-    auto s = client->Ask(p);
+    auto s = client->Ask(Story(4));
     ASSERT_TRUE(s.has_value()) << s.error().ToString();
     EXPECT_EQ(s->node_id(), "n2");
     streams.push_back(std::move(*s));
@@ -287,10 +284,7 @@ TEST_F(MultiNode, FailoverAfterSigkillMovesWhatCanMoveAndEndsTheRest) {
   auto client = Connect("failover");
   ASSERT_TRUE(client && WaitNodes(*client, 1));
   auto ask = [&](ari_UrgencyClass u, uint32_t tokens) {
-    AskParams p;
-    p.prompt = "Once upon a time";
-    p.max_tokens = tokens;
-    p.urgency = u;
+    AskParams p = Story(tokens, u);
     p.deadline_ms = u == ari_URGENCY_CRITICAL ? 20000 : 0;
     auto s = client->Ask(p);
     EXPECT_TRUE(s.has_value()) << s.error().ToString();
@@ -363,10 +357,7 @@ TEST_F(MultiNode, AClientAskingAtOnceStillAddressesOneNode) {
   for (int i = 0; i < 3; ++i) {
     auto client = Connect("eager" + std::to_string(i));
     ASSERT_TRUE(client);
-    AskParams p;
-    p.prompt = "Once upon a time";
-    p.max_tokens = 4;
-    auto s = client->Ask(p);
+    auto s = client->Ask(Story(4));
     ASSERT_TRUE(s.has_value()) << s.error().ToString();
     EXPECT_FALSE(s->node_id().empty()) << "sent unaddressed";
     EXPECT_TRUE(s->Wait({}, 20s).has_value());
