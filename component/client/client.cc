@@ -342,14 +342,16 @@ Result<std::string> ClientCore::Route(const AskParams& p, uint64_t spread_key) {
   const std::vector<RouteNode> nodes = RouteNodes(dds_time());
   const RouteRequest req{.urgency = p.urgency,
                          .pin_node = p.target_node,
-                         .pin_model = {},
+                         .pin_model = p.target_model,
                          .session_node = session_node,
                          .spread_key = spread_key};
   auto choice = ChooseNode(nodes, req, options_.routing);
   if (!choice) {
     // One node (or none heard of yet): it answers whatever its status says, as with a
     // single node on the domain; its own admission decides.
-    if (nodes_.size() <= 1 && p.target_node.empty()) return std::string();
+    if (nodes_.size() <= 1 && p.target_node.empty() && p.target_model.empty()) {
+      return std::string();
+    }
     return MakeError(ErrorCode::kNodeAbsent, std::string(NoRouteName(choice.error())) + " (" +
                                                  std::to_string(nodes_.size()) + " nodes known, " +
                                                  std::to_string(nodes.size()) +

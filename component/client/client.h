@@ -63,6 +63,9 @@ struct AskParams {
   // The node that must answer (NodeStatus.node_id, <= 31 bytes); "" = the client routes
   // (docs/routing.md). Request.target_node_id.
   std::string target_node;
+  // Only a node running this model may answer: its name (NodeStatus.model) or content
+  // hash (NodeStatus.model_hash, 16 hex digits); "" = any model.
+  std::string target_model;
   // When the answering node's liveliness is lost: a request it had not started is sent
   // once to another node (same request id) unless pinned; one it was streaming is
   // restarted there (the answer starts over, Stream::restarts() counts it) when this is

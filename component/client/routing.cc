@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -17,6 +18,8 @@ constexpr int64_t kFutureToleranceNs = 1'000'000'000;
 // No node queues more than this per class (the node's queues are bounded far lower).
 constexpr uint32_t kMaxQueue = 1u << 20;
 constexpr uint32_t kMaxSlots = 1u << 16;
+constexpr int32_t kMaxBands = 64;
+constexpr uint32_t kMaxMemoryLevel = 64;  // no policy has more bands (qos: 16 thermal)
 
 enum class Band { kNormal, kWarm, kHot };
 
@@ -30,7 +33,10 @@ Band ThermalBand(const RouteNode& n, const RoutingWeights& w) {
 bool Eligible(const RouteNode& n, const RouteRequest& r, const RoutingWeights& w) {
   if (!n.alive || !n.ready || n.age_ms > w.stale_ms) return false;
   if (!r.pin_node.empty() && n.node_id != r.pin_node) return false;
-  if (!r.pin_model.empty() && n.model != r.pin_model) return false;
+  if (!r.pin_model.empty() && n.model != r.pin_model &&
+      (n.model_hash == 0 || ModelHashText(n.model_hash) != r.pin_model)) {
+    return false;
+  }
   if (!r.session_node.empty() && n.node_id != r.session_node) return false;
   return true;
 }
@@ -105,12 +111,12 @@ std::expected<RouteChoice, NoRoute> ChooseNode(std::span<const RouteNode> nodes,
     }
     return RouteChoice{best, ttft(best)};
   }
-  // Lower classes: avoid hot nodes when any other is eligible.
-  const bool any_cool = std::any_of(cand.begin(), cand.end(),
-                                    [&](int i) { return ThermalBand(nodes[i], w) != Band::kHot; });
-  if (any_cool) {
-    std::erase_if(cand, [&](int i) { return ThermalBand(nodes[i], w) == Band::kHot; });
-  }
+  // Lower classes: avoid hot nodes and nodes under memory pressure when any other is
+  // eligible.
+  auto avoid = [&](int i) {
+    return ThermalBand(nodes[i], w) == Band::kHot || nodes[i].memory_level > 0;
+  };
+  if (!std::all_of(cand.begin(), cand.end(), avoid)) std::erase_if(cand, avoid);
   // Least loaded, then fastest; equal nodes share by spread_key.
   constexpr double kEps = 1e-9;
   auto better = [&](int a, int b) {
@@ -126,6 +132,12 @@ std::expected<RouteChoice, NoRoute> ChooseNode(std::span<const RouteNode> nodes,
   }
   const int pick = ties[r.spread_key % ties.size()];
   return RouteChoice{pick, ttft(pick)};
+}
+
+std::string ModelHashText(uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
 }
 
 std::string_view NoRouteName(NoRoute why) {
@@ -178,7 +190,17 @@ std::expected<RouteNode, std::string> ParseNodeStatus(const ari_NodeStatus& s, i
     return std::unexpected("timestamp " + std::to_string((source_ns - now_ns) / 1'000'000) +
                            " ms in the future");
   }
+  if (s.thermal_band < -1 || s.thermal_band >= kMaxBands || s.memory_level > kMaxMemoryLevel) {
+    return std::unexpected("band out of range: thermal " + std::to_string(s.thermal_band) +
+                           ", memory level " + std::to_string(s.memory_level));
+  }
+  if (!CopyField(s.thermal_band_name, sizeof s.thermal_band_name, &v.thermal_band_name)) {
+    return std::unexpected("thermal_band_name unterminated");
+  }
   v.ready = s.state == ari_NODE_READY;
+  v.model_hash = s.model_hash;
+  v.thermal_band = s.thermal_band;
+  v.memory_level = s.memory_level;
   v.alive = alive;
   v.slots_busy = s.sessions_in_use;
   v.slots_total = s.sessions_total;

@@ -10,13 +10,15 @@
 //   if (choice) target = nodes[choice->index].node_id;
 //
 // The rule (RoutingWeights are its only numbers):
-//   1. Eligible: alive, READY, not stale, the pinned node / model if the request pins
-//      one, and the session's node if the request continues a session held there.
+//   1. Eligible: alive, READY, not stale, the pinned node / model (its name or its
+//      content hash, 16 hex digits) if the request pins one, and the session's node if the request
+//      continues a session held there.
 //   2. CRITICAL: the smallest expected TTFT (ExpectedTtftMs: the queue ahead of it, a
 //      busy node's chunk in flight or a whole turn, the node's measured decode rate
 //      shared with the turns in progress, slowed by its thermal band).
-//   3. Other classes: nodes below the hot band first (a hot node gets them only when
-//      every eligible node is hot); among those the least loaded (queued + busy slots per
+//   3. Other classes: nodes below the hot band and without memory pressure first (such
+//      a node gets them only when every eligible node is hot or under memory pressure);
+//      among those the least loaded (queued + busy slots per
 //      slot), then the smaller expected TTFT, then a spread by request id so equal
 //      nodes share the load.
 #pragma once
@@ -34,7 +36,8 @@ namespace ari::component {
 // One node as routing sees it: a NodeStatus that passed ParseNodeStatus.
 struct RouteNode {
   std::string node_id;
-  std::string model;                         // model identity (NodeStatus.model)
+  std::string model;                         // model name (NodeStatus.model)
+  uint64_t model_hash = 0;                   // its content digest (0 = unknown)
   bool ready = false;                        // NODE_READY
   bool alive = true;                         // DDS liveliness (the client knows it)
   uint32_t queue[ari_kUrgencyClasses] = {};  // waiting requests per UrgencyClass
@@ -45,7 +48,13 @@ struct RouteNode {
   float tokens_per_s = 0;         // node-wide output now (0 when idle)
   float decode_tokens_per_s = 0;  // one request's recent decode rate there; 0 = none yet
   int64_t age_ms = 0;             // since the sample was written (source timestamp)
+  int thermal_band = -1;          // the node governor's band (informational), -1 unknown
+  std::string thermal_band_name;  // its name in the node's policy
+  uint32_t memory_level = 0;      // memory ladder: 0 = no pressure, k = k-th band (1 mildest)
 };
+
+// The model hash as routing and ari-cli print it: 16 lower-case hex digits.
+std::string ModelHashText(uint64_t hash);
 
 struct RoutingWeights {
   // The bands of config/policy_default.textproto (warm from 70 C, hot from 85 C).
@@ -64,7 +73,7 @@ struct RoutingWeights {
 struct RouteRequest {
   ari_UrgencyClass urgency = ari_URGENCY_NORMAL;
   std::string_view pin_node{};      // "" = any node
-  std::string_view pin_model{};     // "" = any model
+  std::string_view pin_model{};     // "" = any model; else a name or ModelHashText
   std::string_view session_node{};  // the node that holds the session's KV ("" = none)
   uint64_t spread_key = 0;          // e.g. a hash of the request id: spreads equal nodes
 };

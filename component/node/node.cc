@@ -32,6 +32,17 @@ namespace {
 using node_internal::Log;
 using node_internal::NowNs;
 
+// NodeStatus.model_hash of a model file: its content digest, or 0 (logged) when unreadable.
+uint64_t ContentHash(const std::filesystem::path& model) {
+  auto key = runtime::ModelContentKey(model);
+  if (!key) {
+    Log("model %s: no content digest for NodeStatus (%s)", model.c_str(),
+        key.error().ToString().c_str());
+    return 0;
+  }
+  return *key;
+}
+
 class CollectErrors final : public google::protobuf::io::ErrorCollector {
  public:
   explicit CollectErrors(std::string_view origin) : origin_(origin) {}
@@ -277,6 +288,8 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   }
   model_name_ = model.filename().string();
   model_text_ = model_name_;
+  main_model_hash_ = ContentHash(model);
+  model_hash_ = main_model_hash_;
   // Memory ladder: the fallback model is mapped only when the ladder asks for it (not
   // when it already serves as the main model because model_path failed to load).
   if (const auto fb = Resolve(ov.base_dir, c.fallback_model_path()); !fb.empty() && fb != model) {
@@ -285,6 +298,7 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
       fo.model_path = fb;
       fo.prefix_cache.dir.clear();  // the prefixes are the main model's
       fallback_ = std::make_unique<FallbackModel>(fo, tokenizer_);
+      fallback_model_hash_ = ContentHash(fb);
     } else {
       Log("fallback model %s not found: the memory ladder's fallback step is disabled", fb.c_str());
     }

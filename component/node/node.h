@@ -219,7 +219,10 @@ class Node final : public qos::ChunkSink {
   static constexpr size_t kReasonTextCapacity = 1024;
   std::string decision_text_ = "idle";
   std::string reason_text_ = "starting";
-  std::string model_text_;  // NodeStatus.model: the model new requests go to
+  std::string model_text_;   // NodeStatus.model: the model new requests go to
+  uint64_t model_hash_ = 0;  // NodeStatus.model_hash: of that model (ModelContentKey)
+  // NodeStatus.thermal_band_name: the policy's name of the band in force (OnDecision).
+  char band_name_[ari_kBandNameLen] = {};
 
   std::mutex admit_mu_;  // Submit vs. policy swap (Submit reads the policy)
   std::mutex status_mu_;
@@ -237,6 +240,10 @@ class Node final : public qos::ChunkSink {
   // NodeStatus.decode_tokens_per_s: written by the scheduler thread (OnTerminal), read by
   // the status publisher.
   std::atomic<float> decode_tokens_per_s_{0.0f};
+  // The model files' content digests (NodeStatus.model_hash; 0 = could not be read).
+  uint64_t main_model_hash_ = 0, fallback_model_hash_ = 0;
+  // NodeStatus.thermal_band / memory_band: the last decision's (-1 = none yet / none).
+  std::atomic<int> thermal_band_{-1}, memory_band_{-1};
   int64_t start_ns_ = 0;
   int64_t ready_ms_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include "component/node/node.h"
 #include "component/node/node_log.h"
@@ -37,7 +38,11 @@ void Node::PublishStatus(ari_NodeState state) {
     const std::string_view reason = model_fault.empty() ? reason_text_ : model_fault;
     dds::CopyFixed(reason.substr(0, sizeof s.reason - 1), s.reason);
     dds::CopyFixed(std::string_view(model_text_).substr(0, sizeof s.model - 1), s.model);
+    s.model_hash = model_hash_;
+    std::memcpy(s.thermal_band_name, band_name_, sizeof s.thermal_band_name);
   }
+  s.thermal_band = thermal_band_.load(std::memory_order_relaxed);
+  s.memory_level = static_cast<uint32_t>(memory_band_.load(std::memory_order_relaxed) + 1);
   const auto depths = scheduler_->QueueDepths();
   // ari Urgency index: BACKGROUND 0 .. CRITICAL 3; qos rank: CRITICAL 0 .. BACKGROUND 3.
   for (int r = 0; r < qos::kNumUrgencies; ++r) s.queue_depth[3 - r] = depths[r];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "component/client/chunk_trace_text.h"
@@ -479,8 +480,15 @@ void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
   const std::string_view tv(text, ShownDecisionTo(raw, engine_->has_pack(), text, sizeof text));
   const std::string_view rv(
       reason, ShownDecisionTo(d.Reason(), engine_->has_pack(), reason, sizeof reason));
+  thermal_band_.store(d.thermal_band, std::memory_order_relaxed);
+  memory_band_.store(d.memory_band, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> l(mu_);
+    const auto band = static_cast<size_t>(d.thermal_band);
+    const std::string_view name =
+        band < policy_->thermal_bands.size() ? policy_->thermal_bands[band].name : "";
+    std::memset(band_name_, 0, sizeof band_name_);
+    std::memcpy(band_name_, name.data(), std::min(name.size(), sizeof band_name_ - 1));
     if (tv == decision_text_ && rv == reason_text_) return;
     decision_text_.assign(tv);
     reason_text_.assign(rv);
@@ -524,6 +532,8 @@ void Node::OnFallback(const qos::FallbackEvent& ev) {
   {
     std::lock_guard<std::mutex> l(mu_);
     model_text_ = model;
+    model_hash_ =
+        ev.kind == qos::FallbackEventKind::kEngaged ? fallback_model_hash_ : main_model_hash_;
   }
   const ari_NodeState st = [this] {
     std::lock_guard<std::mutex> l(status_mu_);

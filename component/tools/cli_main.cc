@@ -1,7 +1,7 @@
 // ari-cli: talk to an ARI node from a shell (uses ari_client only).
 //   ari-cli [--domain N] [--config CYCLONE_XML] [--client NAME] COMMAND ...
 //   ask [--urgency critical|high|normal|background] [--deadline-ms N] [--session ID]
-//       [--max-tokens N] [--temp T] [--seed S] [--chunks] [--node NODE_ID]
+//       [--max-tokens N] [--temp T] [--seed S] [--chunks] [--node NODE_ID] [--model M]
 //       [--system TEXT] [--turn user:TEXT|assistant:TEXT]...
 //       [--schema-name NAME | --schema FILE.json | --grammar FILE.gbnf] "prompt"
 //       (--system/--turn make it a chat-form request: system, turns, then the prompt
@@ -10,8 +10,9 @@
 //       inline JSON Schema / grammar; the answer is then constrained and the last line
 //       on stderr says "structured output: FORMAT_COMPLETE" or "FORMAT_INCOMPLETE";
 //       --node pins the request to one node, else the client library routes it among
-//       the nodes on the domain, docs/routing.md; stderr names the node: "request ID
-//       (URGENCY) -> node N")
+//       the nodes on the domain, docs/routing.md; --model: only a node running model M
+//       (its name or 16-hex content hash, as `status` prints them) may answer; stderr
+//       names the node: "request ID (URGENCY) -> node N")
 //   status [--timeout-ms N]       print the node's current NodeStatus
 //   watch [--count N] [--duration-ms N]   print every NodeStatus as it arrives
 //   cancel REQUEST_ID             (the id ask prints on stderr)
@@ -29,6 +30,7 @@
 
 #include "component/client/chunk_trace_text.h"
 #include "component/client/client.h"
+#include "component/client/routing.h"
 
 namespace {
 
@@ -79,8 +81,8 @@ void PrintStatus(const ari_NodeStatus& s) {
   const auto U = [&](int i) { return s.queue_depth[i]; };
   std::printf(
       "node %s %s seq %u up %llu ms | %.1f C (%s) | decision %s | reason %s | queues "
-      "C%u H%u N%u B%u | sessions %u/%u | mem %llu MiB | %.1f tok/s | model %s (%s; "
-      "precision switch %s)\n",
+      "C%u H%u N%u B%u | sessions %u/%u | mem %llu MiB (memory level %u) | %.1f tok/s | band %d "
+      "%s | model %s %s (%s; precision switch %s)\n",
       dds::FixedView(s.node_id).data(), NodeStateName(dds::RawEnum(s.state)), s.status_seq,
       static_cast<unsigned long long>(s.uptime_ms), s.temperature_c,
       dds::RawEnum(s.sensor_state) == ari_SENSOR_OK          ? "ok"
@@ -89,9 +91,10 @@ void PrintStatus(const ari_NodeStatus& s) {
                                                              : "missing",
       dds::FixedView(s.decision).data(), dds::FixedView(s.reason).data(), U(3), U(2), U(1), U(0),
       s.sessions_in_use, s.sessions_total,
-      static_cast<unsigned long long>(s.memory_available_bytes >> 20), s.tokens_per_s,
-      dds::FixedView(s.model).data(), dds::FixedView(s.pack).data(),
-      s.can_switch_precision ? "yes" : "no");
+      static_cast<unsigned long long>(s.memory_available_bytes >> 20), s.memory_level,
+      s.tokens_per_s, s.thermal_band, dds::FixedView(s.thermal_band_name).data(),
+      dds::FixedView(s.model).data(), ModelHashText(s.model_hash).c_str(),
+      dds::FixedView(s.pack).data(), s.can_switch_precision ? "yes" : "no");
   std::fflush(stdout);
 }
 
@@ -116,6 +119,7 @@ int Usage(FILE* out = stderr) {
                "  ask [--urgency critical|high|normal|background] [--deadline-ms N]\n"
                "      [--session ID] [--max-tokens N] [--temp T] [--seed S] [--chunks]\n"
                "      [--node NODE_ID]  (pin one node; else routed, docs/routing.md)\n"
+               "      [--model NAME|HASH]  (only a node running this model answers)\n"
                "      [--system TEXT] [--turn user:TEXT|assistant:TEXT]...\n"
                "      [--schema-name NAME | --schema FILE.json | --grammar FILE.gbnf] [PROMPT]\n"
                "      (chat form: system, turns, then PROMPT as the last user turn)\n"
@@ -190,6 +194,9 @@ bool ParseAskArgs(std::vector<std::string>& args, AskParams& p, bool* chunks) {
     } else if (a == "--node") {
       p.target_node = val();
       if (p.target_node.empty()) return false;
+    } else if (a == "--model") {
+      p.target_model = val();
+      if (p.target_model.empty()) return false;
     } else if (a == "--schema-name") {
       p.schema_name = val();
       if (p.schema_name.empty()) return false;

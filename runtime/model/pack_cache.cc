@@ -138,7 +138,11 @@ Result<fs::path> DefaultPackCacheDir() {
                    "no pack cache folder: set ARI_PACK_CACHE (or HOME, XDG_CACHE_HOME)");
 }
 
-Result<std::string> PackSourceKey(const fs::path& source) {
+namespace {
+
+// FNV-1a over `salt`, the file's size, (with_mtime) its modification time, its first
+// kHeaderBytes and kSamples + 1 evenly spaced kSampleBytes samples of the rest.
+Result<uint64_t> SampledDigest(const fs::path& source, std::string_view salt, bool with_mtime) {
   Fd f{::open(source.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) {
     return MakeError(ErrorCode::kIo, source.string() + ": open: " + std::strerror(errno));
@@ -149,11 +153,13 @@ Result<std::string> PackSourceKey(const fs::path& source) {
   }
   const auto size = static_cast<uint64_t>(st.st_size);
   Fnv64 h;
-  h.Add("ari.pack", 8);
+  h.Add(salt.data(), salt.size());
   h.AddU64(kPackVersion);
   h.AddU64(size);
-  h.AddU64(static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
-           static_cast<uint64_t>(st.st_mtim.tv_nsec));
+  if (with_mtime) {
+    h.AddU64(static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
+             static_cast<uint64_t>(st.st_mtim.tv_nsec));
+  }
   std::vector<unsigned char> buf;
   const uint64_t head = std::min(size, kHeaderBytes);
   if (auto r = HashRange(f.fd, 0, head, buf, h, source); !r) return std::unexpected(r.error());
@@ -166,7 +172,19 @@ Result<std::string> PackSourceKey(const fs::path& source) {
       }
     }
   }
-  return Hex16(h.h);
+  return h.h;
+}
+
+}  // namespace
+
+Result<std::string> PackSourceKey(const fs::path& source) {
+  auto d = SampledDigest(source, "ari.pack", /*with_mtime=*/true);
+  if (!d) return std::unexpected(d.error());
+  return Hex16(*d);
+}
+
+Result<uint64_t> ModelContentKey(const fs::path& model) {
+  return SampledDigest(model, "ari.model", /*with_mtime=*/false);
 }
 
 Result<CachedPack> EnsurePack(const fs::path& source, const PackCacheOptions& opts) {

@@ -41,6 +41,11 @@ Result<std::filesystem::path> DefaultPackCacheDir();
 // The source's identity key (16 hex digits), as described above.
 Result<std::string> PackSourceKey(const std::filesystem::path& source);
 
+// A digest of a model file's content only (the same sampled regions and size as the key
+// above, without the modification time): two copies of one file, on two machines, have
+// the same digest. NodeStatus.model_hash (docs/routing.md).
+Result<uint64_t> ModelContentKey(const std::filesystem::path& model);
+
 struct CachedPack {
   std::filesystem::path path;  // the pack to load
   bool built = false;          // written by this call (else reused)

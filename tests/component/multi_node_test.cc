@@ -105,7 +105,8 @@ class MultiNode : public NodeTestBase {
   void StartNodes(int n, const std::set<std::string>& hot = {},
                   const std::string& policy = DefaultPolicyWith()) {
     for (int i = 1; i <= n; ++i) {
-      const std::string id = "n" + std::to_string(i);
+      std::string id = "n";  // not "n" + to_string(i): g++ 12 -Wrestrict false positive
+      id += std::to_string(i);
       if (nodes_.contains(id)) continue;  // already running
       auto cfg = WriteNodeConfig(dir_ / id, model_, "", policy, "node_id: \"" + id + "\"");
       if (hot.contains(id)) {
@@ -258,8 +259,30 @@ TEST_F(MultiNode, AHotNodeGetsNoNormalWork) {
     streams.push_back(std::move(*s));
   }
   for (auto& s : streams) EXPECT_TRUE(s.Wait({}, 30s).has_value());
+  // What the nodes report about themselves: the hot node its governor's band by the
+  // policy's name, both the same content hash (one model file).
+  std::map<std::string, component::RouteNode> seen;
+  for (const auto& v : client->Nodes()) seen[v.node_id] = v;
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen["n1"].thermal_band_name == "hot" || seen["n1"].thermal_band_name == "critical")
+      << seen["n1"].thermal_band_name;
+  EXPECT_GT(seen["n1"].thermal_band, seen["n2"].thermal_band);
+  EXPECT_EQ(seen["n1"].memory_level, 0u);
+  EXPECT_NE(seen["n1"].model_hash, 0u);
+  EXPECT_EQ(seen["n1"].model_hash, seen["n2"].model_hash);
+  // A request pinned to that model (by hash) is answered; one pinned to another is not.
+  AskParams pinned = Story(4, ari_URGENCY_HIGH);
+  pinned.target_model = component::ModelHashText(seen["n1"].model_hash);
+  auto p = client->Ask(pinned);
+  ASSERT_TRUE(p.has_value()) << p.error().ToString();
+  EXPECT_EQ(p->node_id(), "n2");  // HIGH avoids the hot node too
+  EXPECT_TRUE(p->Wait({}, 30s).has_value());
+  pinned.target_model = "no-such-model.gguf";
+  auto none = client->Ask(pinned);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code, component::ErrorCode::kNodeAbsent) << none.error().ToString();
   const auto ignored = StopAll();
-  EXPECT_EQ(ignored.at("n1"), 10);  // every request reached it, addressed to n2
+  EXPECT_EQ(ignored.at("n1"), 11);  // every request reached it, addressed to n2
   EXPECT_EQ(ignored.at("n2"), 0);
 }
 

@@ -129,6 +129,40 @@ TEST(Routing, EqualNodesShareTheLoad) {
   }
 }
 
+TEST(Routing, NodesUnderMemoryPressureGetNoNormalWorkWhileAnotherHasNone) {
+  RouteNode pressed = Idle("pressed");
+  pressed.memory_level = 1;  // the mildest band of its memory ladder
+  const RouteNode loaded = Busy("loaded", 3);
+  for (ari_UrgencyClass u : {ari_URGENCY_BACKGROUND, ari_URGENCY_NORMAL, ari_URGENCY_HIGH}) {
+    EXPECT_EQ(Route({pressed, loaded}, {.urgency = u}), "loaded") << u;
+  }
+  // CRITICAL still goes where it is answered first.
+  EXPECT_EQ(Route({pressed, loaded}, {.urgency = ari_URGENCY_CRITICAL}), "pressed");
+  // Every node pressed (or hot): the least loaded still gets the work.
+  RouteNode hot = Busy("hot", 1);
+  hot.temperature_c = 95;
+  EXPECT_EQ(Route({pressed, hot}, {.urgency = ari_URGENCY_NORMAL}), "pressed");
+}
+
+TEST(Routing, AModelIsPinnedByNameOrContentHash) {
+  RouteNode a = Idle("a"), b = Idle("b");
+  a.model = "tinyllama-q.pack.gguf";
+  a.model_hash = 0x0123456789abcdefull;
+  b.model = "tinyllama-copy.pack.gguf";  // another name, other content
+  b.model_hash = 0xfedcba9876543210ull;
+  const std::vector<RouteNode> nodes = {Busy("c", 4), a, b};
+  EXPECT_EQ(ModelHashText(a.model_hash), "0123456789abcdef");
+  EXPECT_EQ(Route(nodes, {.urgency = ari_URGENCY_NORMAL, .pin_model = "0123456789abcdef"}), "a");
+  EXPECT_EQ(Route(nodes, {.urgency = ari_URGENCY_NORMAL, .pin_model = "fedcba9876543210"}), "b");
+  EXPECT_EQ(Route(nodes, {.urgency = ari_URGENCY_NORMAL, .pin_model = "tinyllama-copy.pack.gguf"}),
+            "b");
+  // A node that could not hash its model (0) does not match the text "0000...".
+  RouteNode unknown = Idle("u");
+  EXPECT_EQ(Route({unknown}, {.pin_model = "0000000000000000"}),
+            "the pinned node, model or "
+            "session node is not ready");
+}
+
 TEST(Routing, PinsAndSessionsAreHonoured) {
   RouteNode other_model = Idle("b");
   other_model.model = "qwen";
@@ -172,6 +206,9 @@ ari_NodeStatus GoodStatus() {
   s.queue_depth[ari_URGENCY_NORMAL] = 3;
   s.tokens_per_s = 31.5f;
   s.decode_tokens_per_s = 12.5f;
+  s.model_hash = 0x0123456789abcdefull;
+  s.thermal_band = 1;
+  std::strcpy(s.thermal_band_name, "warm");
   return s;
 }
 
@@ -195,6 +232,10 @@ TEST(RoutingParse, AGoodSampleBecomesAView) {
   EXPECT_FLOAT_EQ(v->tokens_per_s, 31.5f);
   EXPECT_FLOAT_EQ(v->decode_tokens_per_s, 12.5f);
   EXPECT_EQ(v->age_ms, 250);
+  EXPECT_EQ(v->model_hash, 0x0123456789abcdefull);
+  EXPECT_EQ(v->thermal_band, 1);
+  EXPECT_EQ(v->thermal_band_name, "warm");
+  EXPECT_EQ(v->memory_level, 0u);
   // A sensor that is missing may report NaN.
   ari_NodeStatus s = GoodStatus();
   s.sensor_state = ari_SENSOR_MISSING;
@@ -228,6 +269,13 @@ TEST(RoutingParse, ImpossibleSamplesAreRefused) {
        [](ari_NodeStatus& s) { std::memset(s.node_id, 'x', sizeof s.node_id); }},
       {"unterminated model", [](ari_NodeStatus& s) { std::memset(s.model, 'm', sizeof s.model); }},
       {"from the future", [](ari_NodeStatus&) {}, kNow + 60'000'000'000},
+      {"thermal band below -1", [](ari_NodeStatus& s) { s.thermal_band = -7; }},
+      {"thermal band beyond any policy", [](ari_NodeStatus& s) { s.thermal_band = 1000; }},
+      {"memory level beyond any ladder", [](ari_NodeStatus& s) { s.memory_level = 65; }},
+      {"unterminated band name",
+       [](ari_NodeStatus& s) {
+         std::memset(s.thermal_band_name, 'b', sizeof s.thermal_band_name);
+       }},
   };
   for (const Case& c : cases) {
     ari_NodeStatus s = GoodStatus();

@@ -100,6 +100,32 @@ TEST(PackCache, ChangedSourceGetsANewPackAndTheOldOneIsRemoved) {
   EXPECT_FALSE(fs::exists(first->path)) << "superseded pack of the same source kept";
 }
 
+TEST(PackCache, ModelContentKeyIgnoresTheFileTimeButNotItsContent) {
+  const CacheFixture f = Make("content");
+  // A copy made later (another modification time, another name): the same content key,
+  // another pack source key.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const fs::path copy = f.plain.parent_path() / "content_copy.gguf";
+  fs::copy_file(f.plain, copy, fs::copy_options::overwrite_existing);
+  auto k1 = ModelContentKey(f.plain), k2 = ModelContentKey(copy), k3 = ModelContentKey(f.other);
+  ASSERT_TRUE(k1 && k2 && k3);
+  EXPECT_EQ(*k1, *k2);
+  EXPECT_NE(*k1, *k3);  // other weights
+  EXPECT_NE(PackSourceKey(f.plain).value_or(""), PackSourceKey(copy).value_or(""));
+  // One byte changed in the sampled header region: another key.
+  {
+    std::fstream io(copy, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(64);
+    io.put('\x5a');
+  }
+  auto k4 = ModelContentKey(copy);
+  ASSERT_TRUE(k4);
+  EXPECT_NE(*k1, *k4);
+  auto missing = ModelContentKey(f.plain.parent_path() / "no_such_model.gguf");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("no_such_model.gguf"), std::string::npos);
+}
+
 TEST(PackCache, TruncatedOrForeignCacheFilesAreRebuiltNotTrusted) {
   const CacheFixture f = Make("bad");
   auto first = EnsurePack(f.plain, Opts(f.dir));
