@@ -13,6 +13,7 @@
 
 #include "qos/scheduler.h"
 #include "sim/quality_table.h"
+#include "sim/replay_node.h"
 #include "sim/replay_recorder.h"
 #include "sim/scenarios.h"
 #include "sim/sim_engine.h"
@@ -105,50 +106,29 @@ int64_t EndNs(const dl::DriveLog& log) {
   return end_ns;
 }
 
-// What a model-mode replay runs: virtual time, the RC model as the temperature source,
-// the simulated engine and the real scheduler, all recording into one report; and the
-// log's events fed to them in time order.
-class ModelReplay {
- public:
-  ModelReplay(const dl::DriveLog& log, const ReplayOptions& o, const thermal::RcModel& model,
-              ReplayReport& report)
-      : log_(log),
-        o_(o),
-        report_(report),
-        clock_(0),
-        source_(model, clock_),
-        topo_(SimTopology(o.performance_cpus, o.efficiency_cpus)),
-        rec_(o, clock_, source_, topo_, report),
-        engine_(*o.cost, clock_, o.slots, rec_.efficiency_mask(), &rec_, 4096, o.park_areas),
-        end_ns_(EndNs(log)) {}
+}  // namespace
 
-  Result<void> CreateScheduler();
-  // Steps the scheduler through the log in virtual time until every request ended.
-  void Play();
-  // Closes the accounts and shuts the scheduler down; returns the virtual time.
-  int64_t Finish();
+namespace internal {
 
- private:
-  void ApplyEvents(int64_t now);
-  // The SoC's protection: trip level from the die temperature, caps and power factor.
-  void UpdateProtection();
-  void ApplyCaps();
-  void SubmitRequest(const dl::Event& e, int64_t now);
+ReplayReport StartReplayReport(const dl::DriveLog& log, const ReplayOptions& o) {
+  return StartReport(log, o);
+}
+thermal::RcParams ReplayRcParams(const dl::DriveLog& log, const ReplayOptions& o) {
+  return RcParamsFor(log, o);
+}
+int64_t ReplayEndNs(const dl::DriveLog& log) { return EndNs(log); }
 
-  const dl::DriveLog& log_;
-  const ReplayOptions& o_;
-  ReplayReport& report_;
-  thermal::ManualClock clock_;
-  thermal::RcModelSource source_;
-  const thermal::CpuTopology topo_;
-  Recorder rec_;
-  SimEngine engine_;
-  std::optional<uint64_t> mem_bytes_;
-  std::unique_ptr<qos::Scheduler> sched_;
-  int64_t end_ns_ = 0;
-  int next_event_ = 0;
-  std::array<uint32_t, 2> log_caps_{};
-};
+ModelReplay::ModelReplay(const dl::DriveLog& log, const ReplayOptions& o,
+                         const thermal::RcModel& model, ReplayReport& report)
+    : log_(log),
+      o_(o),
+      report_(report),
+      clock_(0),
+      source_(model, clock_),
+      topo_(SimTopology(o.performance_cpus, o.efficiency_cpus)),
+      rec_(o, clock_, source_, topo_, report),
+      engine_(*o.cost, clock_, o.slots, rec_.efficiency_mask(), &rec_, 4096, o.park_areas),
+      end_ns_(EndNs(log)) {}
 
 void ModelReplay::UpdateProtection() {
   const SocProtection& p = o_.protection;
@@ -213,28 +193,58 @@ Result<void> ModelReplay::CreateScheduler() {
   return {};
 }
 
+ModelReplay::StepOut ModelReplay::StepNow() {
+  UpdateProtection();
+  // Samples on the grid (inside chunks the engine's ticks take them). The loops wake at
+  // every sample time, so the governor is also stepped while idle.
+  if (clock_.NowNs() >= rec_.next_sample()) rec_.TakeSample();
+  const qos::StepResult st = sched_->Step();
+  if (st.ran) {
+    rec_.Peak();
+    UpdateProtection();
+  }
+  return {st.ran, st.ran && st.next_step_ns <= clock_.NowNs()
+                      ? clock_.NowNs()
+                      : std::min(st.next_step_ns, rec_.next_sample())};
+}
+
 void ModelReplay::Play() {
   const auto& events = log_.event();
-  qos::Scheduler& s = *sched_;
   while (true) {
     int64_t now = clock_.NowNs();
     ApplyEvents(now);
-    UpdateProtection();
-    // Samples on the grid (inside chunks the engine's ticks take them). The loop wakes
-    // at every sample time, so the governor is also stepped while idle.
-    if (now >= rec_.next_sample()) rec_.TakeSample();
-    const qos::StepResult st = s.Step();
-    if (st.ran) {
-      rec_.Peak();
-      UpdateProtection();
-    }
+    const StepOut st = StepNow();
     now = clock_.NowNs();
     const bool events_left = next_event_ < events.size();
-    if (!events_left && now >= end_ns_ && s.live_requests() == 0) break;
+    if (!events_left && now >= end_ns_ && sched_->live_requests() == 0) break;
     if (now > end_ns_ + kDrainLimitNs) break;  // still busy a day after the log: give up
-    if (st.ran && st.next_step_ns <= now) continue;
-    int64_t next = std::min(st.next_step_ns, rec_.next_sample());
+    if (st.ran && st.next_ns <= now) continue;
+    int64_t next = st.next_ns;
     if (events_left) next = std::min(next, MsToNs(events[next_event_].t_ms()));
+    if (next == kNever) break;
+    clock_.SetNs(std::max(next, now + thermal::kNsPerMs / 1000));
+  }
+}
+
+void ModelReplay::AdvanceTo(int64_t t_ns) {
+  while (clock_.NowNs() < t_ns) {
+    const StepOut st = StepNow();
+    const int64_t now = clock_.NowNs();
+    if (st.ran && st.next_ns <= now) continue;
+    if (now >= t_ns) break;  // a chunk ran past t
+    clock_.SetNs(std::min(t_ns, std::max(st.next_ns, now + thermal::kNsPerMs / 1000)));
+  }
+}
+
+void ModelReplay::RunOut() {
+  while (true) {
+    const StepOut st = StepNow();
+    const int64_t now = clock_.NowNs();
+    if (now >= end_ns_ && sched_->live_requests() == 0) break;
+    if (now > end_ns_ + kDrainLimitNs) break;
+    if (st.ran && st.next_ns <= now) continue;
+    int64_t next = st.next_ns;
+    if (now < end_ns_) next = std::min(next, end_ns_);
     if (next == kNever) break;
     clock_.SetNs(std::max(next, now + thermal::kNsPerMs / 1000));
   }
@@ -243,17 +253,23 @@ void ModelReplay::Play() {
 void ModelReplay::ApplyEvents(int64_t now) {
   const auto& events = log_.event();
   while (next_event_ < events.size() && MsToNs(events[next_event_].t_ms()) <= now) {
-    const dl::Event& e = events[next_event_++];
-    if (e.has_ambient_temperature()) {
-      (void)source_.SetAmbient(e.ambient_temperature().celsius());
-    } else if (e.has_memory_available()) {
-      mem_bytes_ = e.memory_available().bytes();
-    } else if (e.has_cpu_frequency_cap()) {
-      log_caps_ = ClassCaps(e.cpu_frequency_cap());
-      ApplyCaps();
-    } else if (e.has_request()) {
-      SubmitRequest(e, now);
+    Apply(events[next_event_++], now);
+  }
+}
+
+void ModelReplay::Apply(const dl::Event& e, int64_t now) {
+  if (e.has_ambient_temperature()) {
+    if (auto r = source_.SetAmbient(e.ambient_temperature().celsius() + ambient_offset_c_); !r) {
+      std::fprintf(stderr, "ari-sim: ambient %.1f C ignored: %s\n",
+                   e.ambient_temperature().celsius(), r.error().message.c_str());
     }
+  } else if (e.has_memory_available()) {
+    mem_bytes_ = e.memory_available().bytes();
+  } else if (e.has_cpu_frequency_cap()) {
+    log_caps_ = ClassCaps(e.cpu_frequency_cap());
+    ApplyCaps();
+  } else if (e.has_request()) {
+    SubmitRequest(e, now);
   }
 }
 
@@ -306,8 +322,8 @@ int64_t ModelReplay::Finish() {
 }
 
 // Summary and per class.
-void Summarize(int64_t end_ns, std::chrono::steady_clock::time_point wall0,
-               const QualityTable* quality, ReplayReport& report) {
+void SummarizeReplay(int64_t end_ns, std::chrono::steady_clock::time_point wall0,
+                     const QualityTable* quality, ReplayReport& report) {
   ReplaySummary& sum = report.summary;
   sum.duration_s = NsToS(end_ns);
   const double toks = static_cast<double>(sum.precision_tokens[0] + sum.precision_tokens[1]);
@@ -316,10 +332,7 @@ void Summarize(int64_t end_ns, std::chrono::steady_clock::time_point wall0,
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 }
 
-}  // namespace
-
-Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o) {
-  const auto wall0 = std::chrono::steady_clock::now();
+Result<void> CheckReplayOptions(const ReplayOptions& o) {
   if (!o.policy || !o.cost) {
     return MakeError(ErrorCode::kInvalidArgument, "replay: policy and cost model are required");
   }
@@ -327,15 +340,23 @@ Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o
       o.performance_cpus + o.efficiency_cpus > 64) {
     return MakeError(ErrorCode::kInvalidArgument, "replay: bad slots/CPUs/sample period");
   }
+  return {};
+}
+
+}  // namespace internal
+
+Result<ReplayReport> ReplayModel(const dl::DriveLog& log, const ReplayOptions& o) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  if (auto r = internal::CheckReplayOptions(o); !r) return std::unexpected(r.error());
   ReplayReport report = StartReport(log, o);
   auto model = thermal::RcModel::Create(RcParamsFor(log, o));
   if (!model)
     return MakeError(ErrorCode::kInvalidArgument, "replay: RC model: " + model.error().message);
-  ModelReplay run(log, o, *model, report);
+  internal::ModelReplay run(log, o, *model, report);
   if (auto r = run.CreateScheduler(); !r) return std::unexpected(r.error());
   run.Play();
   const int64_t end_ns = run.Finish();
-  Summarize(end_ns, wall0, o.quality, report);
+  internal::SummarizeReplay(end_ns, wall0, o.quality, report);
   return report;
 }
 

@@ -135,6 +135,7 @@ struct ChunkRecord {
 struct RequestReport {
   uint64_t id = 0;
   std::string urgency, client, category;
+  std::string node;  // the simulated node that served it (fleet replay; "" = one node)
   double arrival_s = 0;
   int prompt_tokens = 0, max_tokens = 0, tokens = 0, chunks = 0;
   double deadline_s = 0;        // relative to arrival (class default applied); 0 = none

@@ -190,6 +190,16 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
     if (t.queue_wait_ns >= 0) r.queue_wait_s = NsToS(sub + t.queue_wait_ns - arr);
     if (t.first_token_ns >= 0) r.ttft_s = NsToS(sub + t.first_token_ns - arr);
     r.completion_s = NsToS(clock_.NowNs() - arr);
+    // NodeStatus.decode_tokens_per_s as ari-node keeps it (node_stream.cc): EWMA, weight
+    // 1/4, of the rate of turns of more than 8 tokens (first token to the end).
+    if (t.tokens_generated > 8 && t.first_token_ns >= 0) {
+      const double s = NsToS(clock_.NowNs() - (sub + t.first_token_ns));
+      if (s > 0) {
+        const double rate = (t.tokens_generated - 1) / s;
+        decode_tokens_per_s_ =
+            decode_tokens_per_s_ > 0 ? 0.75 * decode_tokens_per_s_ + 0.25 * rate : rate;
+      }
+    }
     r.deadline_missed = t.status != qos::TerminalStatus::kDone || t.deadline_missed ||
                         (r.deadline_s > 0 && r.completion_s > r.deadline_s + 1e-9);
   }
@@ -239,6 +249,8 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
 
   const qos::Decision* last_decision_ = nullptr;
   int band() const { return band_; }
+  int memory_band() const { return memory_band_; }
+  double decode_tokens_per_s() const { return decode_tokens_per_s_; }
   double power_w() const { return power_w_; }
 
  private:
@@ -253,6 +265,7 @@ class Recorder final : public qos::ChunkSink, public ChunkObserver {
   double hw_power_factor_ = 1.0;
   std::array<uint32_t, 2> caps_{};
   int band_ = 0, memory_band_ = -1;
+  double decode_tokens_per_s_ = 0;
   std::string last_reason_;
   int64_t next_sample_ = 0, last_sample_ns_ = 0, chunk_end_ns_ = 0;
   double busy_at_sample_ = 0;

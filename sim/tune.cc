@@ -20,7 +20,7 @@ Result<qos::Policy> Build(const qos::Policy& start, const TuneSpace& space,
                           const std::vector<int>& choice) {
   qos::Policy p = start;
   for (size_t i = 0; i < choice.size(); ++i) {
-    if (choice[i] < 0) continue;
+    if (choice[i] < 0 || IsRoutingParam(space.params[i].name)) continue;
     auto r = ApplyTuneParam(p, space.params[i].name,
                             space.params[i].values[static_cast<size_t>(choice[i])]);
     if (!r) return std::unexpected(r.error());
@@ -28,6 +28,23 @@ Result<qos::Policy> Build(const qos::Policy& start, const TuneSpace& space,
   auto checked = qos::ParsePolicyText(qos::PolicyToText(p), "candidate");
   if (!checked) return MakeError(ErrorCode::kInvalidArgument, checked.error().message);
   return *checked;
+}
+
+// The candidate's routing weights: the fleet's with the chosen "routing.*" values.
+Result<component::RoutingWeights> BuildRouting(const component::RoutingWeights& start,
+                                               const TuneSpace& space,
+                                               const std::vector<int>& choice) {
+  component::RoutingWeights w = start;
+  for (size_t i = 0; i < choice.size(); ++i) {
+    if (choice[i] < 0 || !IsRoutingParam(space.params[i].name)) continue;
+    auto r = ApplyRoutingParam(w, space.params[i].name,
+                               space.params[i].values[static_cast<size_t>(choice[i])]);
+    if (!r) return std::unexpected(r.error());
+  }
+  if (w.warm_celsius > w.hot_celsius) {
+    return MakeError(ErrorCode::kInvalidArgument, "routing.warm_celsius above routing.hot_celsius");
+  }
+  return w;
 }
 
 std::string Changes(const TuneCandidate& c, const TuneSpace& space) {
@@ -56,7 +73,7 @@ bool TuneScore::BetterThan(const TuneScore& o, double limit) const {
 Result<TuneScore> ScorePolicy(const qos::Policy& policy,
                               const std::vector<const dl::DriveLog*>& logs, const CostModel& cost,
                               double peak_limit, const QualityTable* quality_table,
-                              const ReplayOptions* base) {
+                              const ReplayOptions* base, const FleetOptions* fleet) {
   TuneScore s;
   ReplayOptions o = base ? *base : ReplayOptions{};
   o.quality = quality_table;
@@ -66,7 +83,16 @@ Result<TuneScore> ScorePolicy(const qos::Policy& policy,
   o.record_samples = false;
   double quality = 0;
   for (const dl::DriveLog* log : logs) {
-    auto r = ReplayModel(*log, o);
+    Result<ReplayReport> r = MakeError(ErrorCode::kInternal, "not run");
+    if (fleet != nullptr) {
+      FleetOptions f = *fleet;
+      f.node = o;
+      auto fr = ReplayFleet(*log, f);
+      if (!fr) return std::unexpected(fr.error());
+      r = std::move(fr->merged);
+    } else {
+      r = ReplayModel(*log, o);
+    }
     if (!r) return std::unexpected(r.error());
     s.peak_c = std::max(s.peak_c, r->summary.peak_die_c);
     s.critical_misses += r->Class(qos::Urgency::kCritical).deadline_misses;
@@ -99,6 +125,17 @@ Result<void> CheckTuneOptions(const TuneOptions& o) {
     if (p.values.empty())
       return MakeError(ErrorCode::kInvalidArgument, "tune: " + p.name + ": no values");
     for (const std::string& v : p.values) {
+      if (IsRoutingParam(p.name)) {
+        if (o.fleet == nullptr) {
+          return MakeError(ErrorCode::kInvalidArgument,
+                           "tune: " + p.name + ": routing parameters need several nodes (--nodes)");
+        }
+        component::RoutingWeights probe = o.fleet->routing;
+        if (auto r = ApplyRoutingParam(probe, p.name, v); !r) {
+          return MakeError(ErrorCode::kInvalidArgument, "tune: " + r.error().message);
+        }
+        continue;
+      }
       qos::Policy probe = *o.start;
       if (auto r = ApplyTuneParam(probe, p.name, v); !r) {
         return MakeError(ErrorCode::kInvalidArgument, "tune: " + r.error().message);
@@ -112,6 +149,7 @@ Result<void> CheckTuneOptions(const TuneOptions& o) {
 // by TuneScore::BetterThan.
 void Evaluate(const TuneOptions& o, std::vector<TuneCandidate>& batch, TuneResult& res) {
   std::vector<qos::Policy> policies(batch.size());
+  std::vector<FleetOptions> fleets(batch.size());
   std::vector<std::thread> pool;
   std::vector<Result<TuneScore>> scores(batch.size(), MakeError(ErrorCode::kInternal, "not run"));
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -121,12 +159,21 @@ void Evaluate(const TuneOptions& o, std::vector<TuneCandidate>& batch, TuneResul
       continue;
     }
     policies[i] = std::move(*p);
+    if (o.fleet != nullptr) {
+      auto w = BuildRouting(o.fleet->routing, o.space, batch[i].choice);
+      if (!w) {
+        batch[i].error = w.error().message;
+        continue;
+      }
+      fleets[i] = *o.fleet;
+      fleets[i].routing = *w;
+    }
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].error.empty()) continue;
     pool.emplace_back([&, i] {
       scores[i] = ScorePolicy(policies[i], o.logs, *o.cost, o.space.peak_celsius_limit, o.quality,
-                              o.replay_base);
+                              o.replay_base, o.fleet != nullptr ? &fleets[i] : nullptr);
     });
   }
   for (auto& t : pool) t.join();
@@ -143,7 +190,10 @@ void Evaluate(const TuneOptions& o, std::vector<TuneCandidate>& batch, TuneResul
     const TuneCandidate& best = res.candidates[res.best];
     if (res.candidates.size() == 1 || c.score.BetterThan(best.score, o.space.peak_celsius_limit)) {
       res.best = res.candidates.size() - 1;
-      if (c.score.valid) res.best_policy = policies[i];
+      if (c.score.valid) {
+        res.best_policy = policies[i];
+        if (o.fleet != nullptr) res.best_routing = fleets[i].routing;
+      }
     }
   }
 }
@@ -181,6 +231,7 @@ Result<TuneResult> Tune(const TuneOptions& o) {
   Prng rng(o.seed ^ 0x9E3779B97F4A7C15ull);
   TuneResult res;
   res.best_policy = *o.start;
+  if (o.fleet != nullptr) res.best_routing = o.fleet->routing;
   std::set<std::vector<int>> seen;
   std::vector<TuneCandidate> batch(1);
   batch[0].choice.assign(np, -1);

@@ -5,6 +5,7 @@
 //   0. feasibility: peak die temperature <= the space's peak_celsius_limit (the excess
 //      decides between infeasible candidates);
 //   1. CRITICAL deadline misses (sum over logs);
+//      (with several nodes, FleetOptions: over the whole fleet, the hottest node's peak)
 //   2. NORMAL p95 completion latency (max over logs; a NORMAL request that did not
 //      finish counts as infinitely late), compared at 0.1 s resolution;
 //   3. quality loss (mean over logs, ReplaySummary::quality_loss): with a measured
@@ -27,10 +28,12 @@
 #include <string_view>
 #include <vector>
 
+#include "component/client/routing.h"
 #include "qos/policy.h"
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/error.h"
+#include "sim/fleet.h"
 #include "sim/quality_table.h"
 #include "sim/replay.h"
 
@@ -53,6 +56,15 @@ Result<TuneSpace> LoadTuneSpace(const std::filesystem::path& path);
 Result<void> ApplyTuneParam(qos::Policy& policy, std::string_view name, std::string_view value);
 // The parameter's value in a policy, as text ("*" paths: the first match).
 Result<std::string> TuneParamValue(const qos::Policy& policy, std::string_view name);
+
+// Routing weights of a fleet replay (sim/fleet.h): parameters named "routing.<field of
+// component::RoutingWeights>" (warm_celsius, hot_celsius, warm_slowdown, hot_slowdown,
+// unknown_tokens_per_s, turn_tokens, chunk_tokens, stale_ms). Values must be positive
+// and finite; warm_celsius <= hot_celsius is checked on the whole candidate.
+bool IsRoutingParam(std::string_view name);
+Result<void> ApplyRoutingParam(component::RoutingWeights& w, std::string_view name,
+                               std::string_view value);
+Result<std::string> RoutingParamValue(const component::RoutingWeights& w, std::string_view name);
 
 struct TuneScore {
   bool valid = false;  // the candidate policy passed the validator and replayed
@@ -85,12 +97,18 @@ struct TuneOptions {
   // Replay settings other than policy/cost/quality (CPUs, RC model, SoC protection of a
   // hardware profile: ApplyHardwareProfile); null: the defaults. Not owned.
   const ReplayOptions* replay_base = nullptr;
+  // Several nodes (ari-tune --nodes N): every candidate replays the fleet with the
+  // candidate's routing weights (its "routing.*" parameters applied to fleet->routing);
+  // fleet->node is replaced by the candidate's replay options. Null: one node, and a
+  // "routing.*" parameter is an error. Not owned.
+  const FleetOptions* fleet = nullptr;
 };
 
 struct TuneResult {
   std::vector<TuneCandidate> candidates;  // in evaluation order; [0] = start
   size_t best = 0;
   qos::Policy best_policy;
+  component::RoutingWeights best_routing;  // the fleet's, with the best "routing.*" values
   int invalid = 0;
 };
 
@@ -99,7 +117,8 @@ Result<TuneResult> Tune(const TuneOptions& options);
 Result<TuneScore> ScorePolicy(const qos::Policy& policy,
                               const std::vector<const dl::DriveLog*>& logs, const CostModel& cost,
                               double peak_limit, const QualityTable* quality = nullptr,
-                              const ReplayOptions* base = nullptr);
+                              const ReplayOptions* base = nullptr,
+                              const FleetOptions* fleet = nullptr);
 
 // Non-dominated feasible candidates (critical misses, NORMAL p95, quality loss), best
 // objective first, plus the start and the best, with the parameters they change.

@@ -239,6 +239,66 @@ Result<std::string> TuneParamValue(const qos::Policy& policy, std::string_view n
   return Access(copy, name, nullptr);
 }
 
+namespace {
+
+constexpr std::string_view kRoutingPrefix = "routing.";
+
+// The RoutingWeights field a "routing.*" name means (float or int64 seen as double).
+struct RoutingField {
+  std::string_view name;
+  float component::RoutingWeights::*f = nullptr;
+  int64_t component::RoutingWeights::*i = nullptr;
+};
+constexpr RoutingField kRoutingFields[] = {
+    {"warm_celsius", &component::RoutingWeights::warm_celsius, nullptr},
+    {"hot_celsius", &component::RoutingWeights::hot_celsius, nullptr},
+    {"warm_slowdown", &component::RoutingWeights::warm_slowdown, nullptr},
+    {"hot_slowdown", &component::RoutingWeights::hot_slowdown, nullptr},
+    {"unknown_tokens_per_s", &component::RoutingWeights::unknown_tokens_per_s, nullptr},
+    {"turn_tokens", &component::RoutingWeights::turn_tokens, nullptr},
+    {"chunk_tokens", &component::RoutingWeights::chunk_tokens, nullptr},
+    {"stale_ms", nullptr, &component::RoutingWeights::stale_ms},
+};
+
+Result<const RoutingField*> FindRoutingField(std::string_view name) {
+  if (IsRoutingParam(name)) {
+    const std::string_view field = name.substr(kRoutingPrefix.size());
+    for (const RoutingField& f : kRoutingFields) {
+      if (f.name == field) return &f;
+    }
+  }
+  return MakeError(ErrorCode::kInvalidArgument,
+                   std::string(name) + ": unknown routing parameter (see sim/tune.h)");
+}
+
+}  // namespace
+
+bool IsRoutingParam(std::string_view name) { return name.starts_with(kRoutingPrefix); }
+
+Result<void> ApplyRoutingParam(component::RoutingWeights& w, std::string_view name,
+                               std::string_view value) {
+  auto f = FindRoutingField(name);
+  if (!f) return std::unexpected(f.error());
+  auto d = Number(name, value);
+  if (!d) return std::unexpected(d.error());
+  if (!(*d > 0) || *d > 1e9) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(name) + ": \"" + std::string(value) + "\" must be positive");
+  }
+  if ((*f)->f != nullptr) {
+    w.*((*f)->f) = static_cast<float>(*d);
+  } else {
+    w.*((*f)->i) = static_cast<int64_t>(std::llround(*d));
+  }
+  return {};
+}
+
+Result<std::string> RoutingParamValue(const component::RoutingWeights& w, std::string_view name) {
+  auto f = FindRoutingField(name);
+  if (!f) return std::unexpected(f.error());
+  return (*f)->f != nullptr ? Fmt(w.*((*f)->f)) : std::to_string(w.*((*f)->i));
+}
+
 Result<TuneSpace> ParseTuneSpace(std::string_view text, std::string_view origin) {
   ari::tune::Space msg;
   google::protobuf::TextFormat::Parser parser;

@@ -485,8 +485,8 @@ void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
   {
     std::lock_guard<std::mutex> l(mu_);
     const auto band = static_cast<size_t>(d.thermal_band);
-    const std::string_view name =
-        band < policy_->thermal_bands.size() ? policy_->thermal_bands[band].name : "";
+    std::string_view name;  // a view of the policy's name: no copy, no allocation
+    if (band < policy_->thermal_bands.size()) name = policy_->thermal_bands[band].name;
     std::memset(band_name_, 0, sizeof band_name_);
     std::memcpy(band_name_, name.data(), std::min(name.size(), sizeof band_name_ - 1));
     if (tv == decision_text_ && rv == reason_text_) return;

@@ -27,6 +27,7 @@
 #include "sim/cost_model.h"
 #include "sim/drive_log.h"
 #include "sim/drive_log_stats.h"
+#include "sim/fleet.h"
 #include "sim/hardware_profile.h"
 #include "sim/live_replay.h"
 #include "sim/prompts.h"
@@ -34,6 +35,7 @@
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/scenarios.h"
+#include "sim/tune.h"
 
 namespace {
 
@@ -340,6 +342,42 @@ int LiveReplay(const Args& args, const dl::DriveLog& log, const std::string& log
   return log_clean ? kOk : kProblems;
 }
 
+// --nodes N: the log against N simulated nodes, routed by the client's rule (sim/fleet.h).
+int FleetReplay(const Args& args, const ari::drivelog::DriveLog& log, const std::string& log_path,
+                const ari::sim::ReplayOptions& node, bool clean) {
+  ari::sim::FleetOptions f;
+  f.node = node;
+  f.nodes = std::atoi(args.Get("nodes")->c_str());
+  if (auto off = args.Get("ambient-offsets")) {
+    auto v = ari::sim::ParseNumberList(*off);
+    if (!v) return Fail("replay", "--ambient-offsets: " + v.error().message), kUsage;
+    f.ambient_offset_c = std::move(*v);
+  }
+  if (auto rw = args.Get("routing")) {  // name=value,... (sim/tune.h "routing.*")
+    std::string_view rest = *rw;
+    while (!rest.empty()) {
+      const std::string_view item = rest.substr(0, rest.find(','));
+      rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+      const size_t eq = item.find('=');
+      if (eq == std::string_view::npos) return Fail("replay", "--routing wants name=value"), kUsage;
+      auto r = ari::sim::ApplyRoutingParam(f.routing, "routing." + std::string(item.substr(0, eq)),
+                                           item.substr(eq + 1));
+      if (!r) return Fail("replay", "--routing: " + r.error().message), kUsage;
+    }
+  }
+  auto report = ari::sim::ReplayFleet(log, f);
+  if (!report) return Fail("replay", report.error().message);
+  report->merged.log_name = std::filesystem::path(log_path).filename().string();
+  std::fputs(ari::sim::FleetToText(*report).c_str(), stdout);
+  std::printf("replayed %.0f s of log on %d nodes in %.3f s\n", report->merged.summary.duration_s,
+              f.nodes, report->merged.summary.wall_s);
+  if (auto j = args.Get("json")) {
+    if (auto r = WriteFile(*j, ari::sim::ReportToJson(report->merged)); !r)
+      return Fail("replay", r.error().message);
+  }
+  return clean ? kOk : kProblems;
+}
+
 // The cost model of a model-mode replay: --hardware (+ --model), --cost or the built-in
 // one. Returns kOk or the exit code (after printing).
 int ReplayCost(const Args& args, std::optional<ari::sim::HardwareProfile>& hardware,
@@ -362,9 +400,11 @@ int ReplayCost(const Args& args, std::optional<ari::sim::HardwareProfile>& hardw
 
 int CmdReplay(std::span<char* const> argv) {
   static constexpr std::string_view kKnown[] = {
-      "log",          "mode",       "policy",    "cost",           "json",        "html",
-      "slots",        "time-scale", "domain",    "cyclone-config", "calibration", "model-json",
-      "node-timeout", "drain",      "tokenizer", "hardware",       "model",       "park-areas"};
+      "log",         "mode",       "policy",       "cost",   "json",
+      "html",        "slots",      "time-scale",   "domain", "cyclone-config",
+      "calibration", "model-json", "node-timeout", "drain",  "tokenizer",
+      "hardware",    "model",      "park-areas",   "nodes",  "ambient-offsets",
+      "routing"};
   auto args = ParseArgs(argv, kKnown);
   if (!args) return Fail("replay", args.error().message), kUsage;
   const auto log_path = args->Get("log");
@@ -381,6 +421,11 @@ int CmdReplay(std::span<char* const> argv) {
     for (const char* f : {"time-scale", "domain", "cyclone-config", "calibration", "model-json",
                           "node-timeout", "drain"}) {
       if (args->Get(f)) return Fail("replay", std::string("--") + f + " needs --mode live"), kUsage;
+    }
+  } else {
+    for (const char* f : {"nodes", "ambient-offsets", "routing"}) {
+      if (args->Get(f))
+        return Fail("replay", std::string("--") + f + " needs --mode model"), kUsage;
     }
   }
   std::vector<ari::sim::CorruptRecord> corrupt;
@@ -421,6 +466,7 @@ int CmdReplay(std::span<char* const> argv) {
     };
   }
   if (mode == "live") return LiveReplay(*args, *log, *log_path, *policy, o, corrupt.empty());
+  if (args->Get("nodes")) return FleetReplay(*args, *log, *log_path, o, corrupt.empty());
   auto report = ari::sim::ReplayModel(*log, o);
   if (!report) return Fail("replay", report.error().message);
   report->log_name = std::filesystem::path(*log_path).filename().string();
@@ -524,6 +570,10 @@ constexpr Command kCommands[] = {
      "         [--json OUT] [--html OUT]\n"
      "                     simulate the log in virtual time (real scheduler + governor,\n"
      "                     cost model, RC thermal model)\n"
+     "         [--nodes N [--ambient-offsets C1,C2,..] [--routing NAME=V,..]]\n"
+     "                     N simulated nodes, each request routed by the client library's\n"
+     "                     rule (docs/routing.md \"Simulated fleets\"); an ambient offset per\n"
+     "                     node; routing weights as sim/tune.h names them\n"
      "  replay --log LOG --mode live [--time-scale X] [--domain D] [--cyclone-config F]\n"
      "         [--policy P] [--json OUT] [--html OUT] [--node-timeout MS] [--drain MS]\n"
      "         [--calibration CAL.json [--cost C] [--model-json OUT] [--tokenizer MODEL.gguf]]\n"

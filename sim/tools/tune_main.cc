@@ -4,6 +4,11 @@
 //   ari-tune --logs a.pb [b.pb ...] --space space.textproto [--budget N] [--seed S]
 //            [--policy START.textproto] [--cost COST.json] [--quality TABLE.json]
 //            [--threads 2] [-o OUT.textproto]
+//            [--nodes N [--ambient-offsets C1,C2,..]]
+//
+// --nodes: every candidate replays the logs on N simulated nodes (sim/fleet.h), requests
+// routed by the client library's rule; "routing.*" parameters of the space tune its
+// weights (sim/tune.h), printed with the policy's and written to OUT.routing.
 //
 // --quality: the model's measured quality table (ari-ppl --table K --json TABLE.json, e.g.
 // config/quality/stories260K.json); the quality term is then measured, per token, at the
@@ -37,7 +42,9 @@ void Usage(FILE* out = stderr) {
       "usage: ari-tune --logs A.pb [B.pb ...] [--space SPACE.textproto] [--budget N] [--seed S]\n"
       "                [--policy START.textproto] [--cost COST.json] [--threads 2]\n"
       "                [--quality TABLE.json] [--hardware NAME|FILE [--model 1.5b]]\n"
-      "                [-o OUT.textproto]\n"
+      "                [-o OUT.textproto] [--nodes N [--ambient-offsets C1,C2,..]]\n"
+      "--nodes: replay on N simulated nodes routed by the client's rule; the space may\n"
+      "then hold routing.* parameters (sim/tune.h), the best written to OUT.routing\n"
       "--hardware: tune for a head-unit profile (config/hardware/, docs/hardware_profiles.md):\n"
       "its cores, cost model of --model (default: the profile's), RC model and SoC trips\n"
       "defaults: budget 40, seed 1, the shipped tune_space.textproto and\n"
@@ -67,6 +74,8 @@ struct TuneArgs {
   std::string space_path, policy_path, cost_path, quality_path, out = "tuned_policy.textproto";
   std::string hardware, model;  // empty: the built-in (dev-VM) cost model, default replay
   int budget = 40, threads = 2;
+  int nodes = 0;  // 0: one node (no fleet)
+  std::string ambient_offsets;
   uint64_t seed = 1;
 };
 
@@ -101,6 +110,10 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
       o.hardware = v;
     else if (a == "--model")
       o.model = v;
+    else if (a == "--nodes")
+      o.nodes = std::atoi(v);
+    else if (a == "--ambient-offsets")
+      o.ambient_offsets = v;
     else if (a == "--threads")
       o.threads = std::atoi(v);
     else if (a == "-o" || a == "--output")
@@ -117,6 +130,9 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
     *path = shipped->string();
   }
   if (o.budget < 1) return Fail("--budget must be >= 1"), kUsage;
+  if (o.nodes < 0 || o.nodes > 16) return Fail("--nodes must be 1..16"), kUsage;
+  if (o.nodes == 0 && !o.ambient_offsets.empty())
+    return Fail("--ambient-offsets needs --nodes"), kUsage;
   if (!o.hardware.empty() && !o.cost_path.empty())
     return Fail("give --hardware or --cost, not both"), kUsage;
   if (o.hardware.empty() && !o.model.empty()) return Fail("--model needs --hardware"), kUsage;
@@ -125,7 +141,8 @@ std::optional<int> ParseArgs(int argc, char** argv, TuneArgs& o) {
 
 // The scores, the Pareto table and the parameters the best policy changed.
 void PrintResult(const TuneArgs& o, double secs, const ari::sim::TuneResult& res,
-                 const ari::sim::TuneSpace& space, const ari::qos::Policy& start) {
+                 const ari::sim::TuneSpace& space, const ari::qos::Policy& start,
+                 const ari::component::RoutingWeights& routing_start) {
   std::printf("ari-tune: %zu candidates (%d invalid) on %zu log(s), seed %llu, %.1f s\n",
               res.candidates.size(), res.invalid, o.logs.size(),
               static_cast<unsigned long long>(o.seed), secs);
@@ -140,6 +157,15 @@ void PrintResult(const TuneArgs& o, double secs, const ari::sim::TuneResult& res
   std::printf("changed parameters:\n");
   bool any = false;
   for (const auto& p : space.params) {
+    if (ari::sim::IsRoutingParam(p.name)) {
+      auto a = ari::sim::RoutingParamValue(routing_start, p.name),
+           b = ari::sim::RoutingParamValue(res.best_routing, p.name);
+      if (a && b && *a != *b) {
+        std::printf("  %-44s %s -> %s\n", p.name.c_str(), a->c_str(), b->c_str());
+        any = true;
+      }
+      continue;
+    }
     auto a = ari::sim::TuneParamValue(start, p.name),
          b = ari::sim::TuneParamValue(res.best_policy, p.name);
     if (a && b && *a != *b) {
@@ -166,6 +192,16 @@ int WriteBest(const TuneArgs& o, const ari::sim::TuneResult& res, const ari::qos
   }
   std::ofstream(o.out) << header << after;
   std::ofstream(o.out + ".diff") << diff;
+  if (o.nodes > 0) {  // the routing weights of the best candidate, one per line
+    std::ofstream rout(o.out + ".routing");
+    rout << "# routing weights of the best candidate (ari-sim replay --routing NAME=V,...)\n";
+    for (const char* n : {"warm_celsius", "hot_celsius", "warm_slowdown", "hot_slowdown",
+                          "unknown_tokens_per_s", "turn_tokens", "chunk_tokens", "stale_ms"}) {
+      auto v = ari::sim::RoutingParamValue(res.best_routing, std::string("routing.") + n);
+      if (v) rout << n << "=" << *v << "\n";
+    }
+    std::printf("wrote %s.routing\n", o.out.c_str());
+  }
   std::printf("diff against %s:\n%s\nwrote %s and %s.diff\n", o.policy_path.c_str(),
               diff.empty() ? "(no change: the start is the best found)\n" : diff.c_str(),
               o.out.c_str(), o.out.c_str());
@@ -223,10 +259,21 @@ int main(int argc, char** argv) {
   o.threads = args.threads;
   o.quality = quality ? &*quality : nullptr;
   o.replay_base = hardware ? &replay_base : nullptr;
+  ari::sim::FleetOptions fleet;
+  if (args.nodes > 0) {
+    fleet.nodes = args.nodes;
+    if (!args.ambient_offsets.empty()) {
+      auto v = ari::sim::ParseNumberList(args.ambient_offsets);
+      if (!v) return Fail("--ambient-offsets: " + v.error().message);
+      fleet.ambient_offset_c = std::move(*v);
+    }
+    o.fleet = &fleet;
+    std::printf("fleet: %d simulated nodes, requests routed by the client's rule\n", args.nodes);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto res = ari::sim::Tune(o);
   if (!res) return Fail(res.error().message);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  PrintResult(args, secs, *res, *space, *start);
+  PrintResult(args, secs, *res, *space, *start, fleet.routing);
   return WriteBest(args, *res, *start);
 }

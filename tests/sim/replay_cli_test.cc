@@ -139,6 +139,44 @@ TEST_F(ReplayCli, TuneWritesValidPolicyAndDiff) {
   EXPECT_TRUE(qos::LoadPolicyFile(dflt).has_value());
 }
 
+// --nodes: ari-sim replays a fleet, ari-tune tunes the routing weights with the shipped
+// fleet space and writes them next to the policy.
+TEST_F(ReplayCli, FleetReplayAndRoutingTuning) {
+  const auto log = Tmp() / "jam.pb", out = Tmp() / "fleet.textproto";
+  ASSERT_EQ(Exec(Bin("ari-sim"),
+                 "gen --scenario traffic-jam-heat --duration 4m --seed 4 -o " + log.string())
+                .code,
+            0);
+  CliRun r = Exec(Bin("ari-sim"), "replay --log " + log.string() +
+                                      " --nodes 3 --ambient-offsets 0,10,30 "
+                                      "--routing hot_celsius=80,turn_tokens=32");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* n : {"node n1:", "node n2:", "node n3:", "on 3 nodes"}) {
+    EXPECT_NE(r.out.find(n), std::string::npos) << n << "\n" << r.out;
+  }
+  EXPECT_EQ(Exec(Bin("ari-sim"), "replay --log " + log.string() + " --nodes 2 --routing x=1").code,
+            2);
+  EXPECT_EQ(
+      Exec(Bin("ari-sim"), "replay --log " + log.string() + " --nodes 2 --ambient-offsets a").code,
+      2);
+  r = Exec(Bin("ari-tune"), "--logs " + log.string() +
+                                " --space config/tune_space_routing.textproto --nodes 2 "
+                                "--ambient-offsets 0,20 --budget 4 --seed 2 -o " +
+                                out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fleet: 2 simulated nodes"), std::string::npos) << r.out;
+  EXPECT_TRUE(qos::LoadPolicyFile(out).has_value());
+  const std::string routing = Slurp(out.string() + ".routing");
+  EXPECT_NE(routing.find("hot_celsius="), std::string::npos) << routing;
+  // Routing parameters need several nodes.
+  EXPECT_EQ(Exec(Bin("ari-tune"), "--logs " + log.string() +
+                                      " --space config/tune_space_routing.textproto --budget 2 "
+                                      "-o " +
+                                      out.string())
+                .code,
+            1);
+}
+
 // --quality: the measured table of config/quality/ becomes the quality term; a file that
 // is not a quality table is an error naming it.
 TEST_F(ReplayCli, TuneReadsTheMeasuredQualityTable) {

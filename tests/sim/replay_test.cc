@@ -13,29 +13,7 @@ namespace {
 
 using testing::DefaultPolicy;
 using testing::ParseLog;
-
-// prefill 100 tok/s, decode 10 tok/s, no overheads, 2 threads; W4A8 twice as fast.
-CostModel SimpleCost() {
-  CostModel c;
-  c.source = "test";
-  c.layers = 10;
-  c.best_isa = "avx2";
-  c.isa_speed = DefaultIsaSpeed();
-  c.thread_scaling = 1.0;
-  c.efficiency_core_speed = 0.5;
-  CostEntry e;
-  e.threads = 2;
-  e.isa = "avx2";
-  e.precision = runtime::Precision::kW8A16;
-  e.prefill_tps = 100;
-  e.decode_tps = 10;
-  c.entries.push_back(e);
-  e.precision = runtime::Precision::kW4A8;
-  e.prefill_tps = 200;
-  e.decode_tps = 20;
-  c.entries.push_back(e);
-  return c;
-}
+using testing::SimpleCost;
 
 TEST(Replay, OneCriticalRequestMatchesHandComputedTimes) {
   // "Route home" = 10 bytes -> 3 + 8 = 11 prompt tokens. CRITICAL, band normal:
