@@ -415,6 +415,7 @@ ChunkRan RanOf(const runtime::ChunkResult& r) {
   ran.kv_type = r.kv_type;
   ran.masked_tokens = r.masked_tokens;
   ran.mask_ns = r.mask_ns;
+  ran.prefix_tokens = r.prefix_tokens;
   ran.pin_failures = r.pin_failures;
   ran.isa_refused = r.isa_refused;
   return ran;

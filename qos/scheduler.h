@@ -129,6 +129,7 @@ struct ChunkRan {
   // of the chunk's compute time spent on the mask (runtime::ChunkResult::mask_ns).
   int32_t masked_tokens = 0;
   int64_t mask_ns = 0;
+  int32_t prefix_tokens = 0;  // prompt tokens taken from the prefix cache (ChunkResult)
 };
 ChunkRan RanOf(const runtime::ChunkResult& r);
 
@@ -184,6 +185,7 @@ enum class ParkEventKind : uint8_t {
   kSpillRejected,  // its spill file was not trusted (`message`): the session restarts fresh
 };
 // "parked", "resumed", "refused", "spilled", "spill-failed", "restored", "spill-rejected"
+std::string_view ParkEventName(ParkEventKind k);
 
 struct ParkEvent {
   ParkEventKind kind = ParkEventKind::kParked;

@@ -72,6 +72,9 @@ std::filesystem::path ResolvePackCacheDir(const config::NodeConfig& config,
 // folder); empty when none can be found.
 std::filesystem::path ResolvePrefixCacheDir(const config::NodeConfig& config,
                                             const NodeOverrides& overrides);
+// The spill folder of idle sessions (config parking.spill_dir; docs/memory.md).
+std::filesystem::path ResolveSpillDir(const config::NodeConfig& config,
+                                      const NodeOverrides& overrides);
 
 // Maps a scheduler terminal to the wire status.
 ari_ChunkStatus WireStatus(qos::TerminalStatus s);
@@ -98,6 +101,7 @@ class Node final : public qos::ChunkSink {
   void OnTerminal(const qos::TerminalEvent& terminal) override;
   void OnDecision(const qos::Decision& decision, int64_t now_ns) override;
   void OnFallback(const qos::FallbackEvent& event) override;
+  void OnPark(const qos::ParkEvent& event) override;
 
   // The memory ladder's fallback model (null when none is configured).
   const FallbackModel* fallback_model() const { return fallback_.get(); }
@@ -237,6 +241,9 @@ class Node final : public qos::ChunkSink {
   // NodeStatus.decode_tokens_per_s: written by the scheduler thread (OnTerminal), read by
   // the status publisher.
   std::atomic<float> decode_tokens_per_s_{0.0f};
+  // NodeStatus KV lifecycle counters (scheduler thread writes, status thread reads).
+  std::atomic<uint64_t> sessions_spilled_{0}, sessions_restored_{0}, spill_rejected_{0};
+  std::atomic<uint64_t> spill_failures_{0}, prefix_hits_{0};
   int64_t start_ns_ = 0;
   int64_t ready_ms_ = 0;
 };
