@@ -214,12 +214,14 @@ StepResult Scheduler::Step() {
   const Decision& d = out.decision;
   const bool changed = NoteDecision(d);
 
+  const bool spill_idle = d.memory.spill_idle_sessions;
   if (!r) {
     StepResult res;
     res.next_step_ns = MemoryPoll(now, NextStep(now));
     res.idle = live_.empty();
     lk.unlock();
     if (changed) sink_.OnDecision(d, now);
+    if (spill_idle) SpillIdleSessions();
     EndStep();
     return res;
   }
@@ -243,8 +245,40 @@ StepResult Scheduler::Step() {
   res.idle = live_.empty();
   lk.unlock();
   Deliver();
+  if (spill_idle) SpillIdleSessions();
   EndStep();
   return res;
+}
+
+void Scheduler::SpillIdleSessions() {
+  // Memory ladder action spill_idle_sessions: every idle conversation kept in a slot of the
+  // main engine goes to the spill folder (or is dropped without one) and the slot's KV
+  // pages are handed back. The scheduler thread runs every step: no slot is claimed
+  // between the collection and the engine calls.
+  std::array<std::pair<int32_t, uint64_t>, 64> todo{};
+  size_t n = 0;
+  {
+    std::lock_guard lk(mu_);
+    for (size_t i = 0; i < slots_.size() && n < todo.size(); ++i) {
+      Slot& s = slots_[i];
+      if (s.running != 0 || s.session == 0) continue;
+      todo[n++] = {static_cast<int32_t>(i), s.session};
+      s.session = 0;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const auto [slot, session] = todo[i];
+    ParkEvent ev;
+    ev.slot = slot;
+    ev.session = session;
+    const int64_t t0 = clock_.NowNs();
+    runtime::Result<uint64_t> w = engine_.SpillSlot(slot, session);
+    ev.kind = w ? ParkEventKind::kSpilled : ParkEventKind::kSpillFailed;
+    if (!w) ev.message = w.error().message;
+    released_slot_bytes_ += engine_.ReleaseSlotPages(slot);
+    ev.duration_ns = clock_.NowNs() - t0;
+    sink_.OnPark(ev);
+  }
 }
 
 GovernorInputs& Scheduler::FreshInputs() {

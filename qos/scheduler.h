@@ -378,6 +378,8 @@ class Scheduler {
   // Without mu_: spills the idle conversation the turn evicts, restores the turn's session;
   // true when restored (the turn then continues it).
   bool SpillAndRestore(const Live& r, const ChunkPlan& plan);
+  // Without mu_: the memory action spill_idle_sessions (scheduler.cc).
+  void SpillIdleSessions();
   runtime::Result<runtime::ChunkResult> RunPlannedChunk(const Live& r, const ChunkPlan& plan,
                                                         bool keep_context);
   // Without mu_ held: the sink's OnChunk (tokens came out) and OnStep.
@@ -419,6 +421,7 @@ class Scheduler {
   bool decision_emitted_ = false;
   GovernorInputs inputs_;  // this step's; the reading is filled in place (ReadInputs)
   std::array<int64_t, kNumUrgencies> not_before_{};  // pacing, per class rank
+  uint64_t released_slot_bytes_ = 0;                 // KV pages handed back by spill_idle_sessions
   std::string spill_reason_;   // RestoreSession's rejection (reused: no allocation once grown)
   bool park_blocked_ = false;  // a ParkSlot failed: no new try until a turn or park ends
 };

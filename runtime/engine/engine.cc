@@ -150,6 +150,21 @@ class EngineImpl final : public Engine {
     return spills_.Restore(session, slots_[static_cast<size_t>(slot)], rejected);
   }
   void ForgetSession(uint64_t session) override { spills_.Forget(session); }
+  uint64_t ReleaseSlotPages(int32_t slot) override {
+    if (slot < 0 || slot >= num_slots() || !packed_) return 0;
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.active && !s.finished) return 0;
+    ResetSlot(slot);
+    uint64_t released = 0;
+    for (void* half : {s.kv.k, s.kv.v}) {
+      const ByteRange in = PageInterior(reinterpret_cast<uintptr_t>(half), s.kv_half, PageSize());
+      if (!in.empty() &&
+          ::madvise(reinterpret_cast<void*>(in.begin), in.size, MADV_DONTNEED) == 0) {
+        released += in.size;
+      }
+    }
+    return released;
+  }
   Result<uint64_t> LockMemory() override;
   uint64_t locked_bytes() const override { return engine_internal::RegionBytes(locked_); }
 

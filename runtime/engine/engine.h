@@ -260,6 +260,10 @@ class ChunkRunner {
     return false;
   }
   virtual void ForgetSession(uint64_t /*session*/) {}
+  // Resets an idle slot and hands its KV pages back to the kernel (MADV_DONTNEED of the
+  // halves' page interiors): the bytes released. The next turn in the slot touches them
+  // again (zero-filled pages, page faults). 0 when the slot has a turn in progress.
+  virtual uint64_t ReleaseSlotPages(int32_t /*slot*/) { return 0; }
 };
 
 class Engine : public ChunkRunner {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,100 @@ TEST(SchedulerSpillEngine, EvictedSessionIsRestoredTokenForToken) {
     EXPECT_EQ(bad_sink.parks[2], ParkEventKind::kSpillRejected);
     EXPECT_NE(bad_sink.messages[2].find("truncated"), std::string::npos) << bad_sink.messages[2];
   }
+}
+
+// Resident anonymous memory of this process (kB of /proc/self/status RssAnon).
+uint64_t RssAnonBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  uint64_t kb = 0;
+  while (f >> key) {
+    if (key == "RssAnon:") {
+      f >> kb;
+      return kb * 1024;
+    }
+    f.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+// The memory ladder's spill_idle_sessions, as it ran: memory is forced low (a band with the
+// action is entered), session 7's idle conversation goes to its file, the slot's KV pages
+// are released (the process's resident anonymous memory drops by about the slot's KV), and
+// the session's next turn, once memory is back, is restored token for token.
+TEST(SchedulerSpillEngine, MemoryBandSpillsIdleSessionsAndReleasesTheirPages) {
+  if (StoriesPack().empty()) {
+    GTEST_SKIP() << "stories260K not found under " << ari::testing::ModelsDir();
+  }
+  const fs::path dir = ari::testing::TempDir("sched_spill") / "band";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  // Never spilled: two turns of session 7 on their own.
+  auto ref = MakeEngine(1, runtime::KvType::kF16, {});
+  ASSERT_TRUE(ref);
+  Policy p = testing::TestPolicy();
+  MemoryBand band;
+  band.name = "spill";
+  band.enter_below_bytes = 512ull << 20;
+  band.exit_above_bytes = 1024ull << 20;
+  band.actions.spill_idle_sessions = true;
+  p.memory_bands = {band};
+  uint64_t avail = 4ull << 30;
+  auto run = [&](runtime::Engine& e, ParkSink& sink, bool squeeze) {
+    thermal::ManualClock clock;
+    SchedulerOptions o;
+    o.policy = &p;
+    o.engine = &e;
+    o.clock = &clock;
+    o.sink = &sink;
+    o.topology = testing::TwoCpuTopology();
+    o.max_prefill_chunk = 64;
+    o.memory = [&]() -> std::optional<thermal::MemoryReading> {
+      thermal::MemoryReading m;
+      m.available_bytes = m.system_available_bytes = avail;
+      m.system_total_bytes = 8ull << 30;
+      return m;
+    };
+    auto s = Scheduler::Create(o);
+    EXPECT_TRUE(s.has_value());
+    uint64_t rss_before = 0, rss_after = 0;
+    for (const SchedRequest& r : {Req(1, 7, 12), Req(3, 7, 5)}) {
+      if (r.id == 3 && squeeze) {
+        rss_before = RssAnonBytes();
+        avail = 100ull << 20;  // pressure: the band is entered on the next step
+        for (int i = 0; i < 3; ++i) (*s)->Step();
+        rss_after = RssAnonBytes();
+        EXPECT_TRUE(fs::exists(dir / "0000000000000007.kvspill"));  // the session's file
+        avail = 4ull << 30;                                         // relieved
+      }
+      EXPECT_EQ((*s)->Submit(r), SubmitStatus::kAdmitted);
+      for (int i = 0; i < 5000 && sink.TerminalCount(r.id) == 0; ++i) {
+        StepResult st = (*s)->Step();
+        if (st.next_step_ns != INT64_MAX && st.next_step_ns > clock.NowNs()) {
+          clock.SetNs(st.next_step_ns);
+        }
+        clock.AdvanceNs(kMs);
+      }
+      EXPECT_TRUE(sink.EndedOnce(r.id, TerminalStatus::kDone)) << r.id;
+    }
+    return std::pair{rss_before, rss_after};
+  };
+  ParkSink ref_sink, sink;
+  run(*ref, ref_sink, false);
+  const auto want = ref_sink.tokens[3];
+  ASSERT_GT(want.size(), 4u);
+
+  auto e = MakeEngine(1, runtime::KvType::kF16, dir);
+  ASSERT_TRUE(e);
+  const auto [before, after] = run(*e, sink, true);
+  ASSERT_GE(sink.parks.size(), 2u);
+  EXPECT_EQ(sink.parks[0], ParkEventKind::kSpilled);  // by the memory band, not an eviction
+  EXPECT_EQ(sink.parks.back(), ParkEventKind::kRestored);
+  EXPECT_EQ(e->Counters().spills, 1u);
+  EXPECT_EQ(sink.tokens[3], want);
+  // One F16 slot of stories260K (5 layers, KV width 32) at 512 positions: K and V halves.
+  const uint64_t slot_kv = 2ull * 5 * 512 * 32 * 2;
+  EXPECT_LT(after + slot_kv / 2, before) << "RssAnon " << before << " -> " << after;
 }
 
 }  // namespace
