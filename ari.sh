@@ -31,6 +31,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev               # tests
   libbenchmark-dev                        # micro-benchmarks
   libicu-dev                              # Unicode categories/regex for tokenizer pre-splitting
+  libzstd-dev                             # parked sessions on disk, compressed (runtime/engine)
   nlohmann-json3-dev                      # JSON Schema parsing (runtime/grammar), test validator
   clang-16 libclang-rt-16-dev             # libFuzzer + ASan/UBSan runtimes for tests/fuzz (clang 14
                                           # cannot compile libstdc++ 12's <expected>)
@@ -174,7 +175,7 @@ cmd_fuzz() {
 # --- aarch64: cross build + emulated tests (docs/deployment.md) -----------------------
 CROSS_DIR="$ROOT/build-aarch64"
 CROSS_HOST_PACKAGES=(g++-aarch64-linux-gnu qemu-user)   # cross compiler; qemu-aarch64
-CROSS_ARM64_PACKAGES=(libicu-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)  # runtime deps
+CROSS_ARM64_PACKAGES=(libicu-dev:arm64 libzstd-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)  # runtime deps
 # qemu CPU models -> ISA tier the kernels must pick: armv8-a (neon), +dotprod, +i8mm.
 QEMU_CPUS=(cortex-a53 cortex-a76 max)
 

@@ -120,6 +120,7 @@ Result<Policy> Convert(const pb::Policy& p, const TextFormat::ParseInfoTree* tre
     mb.actions.context_cap = b.actions().context_cap();
     mb.actions.output_cap = b.actions().output_cap();
     mb.actions.use_fallback_model = b.actions().use_fallback_model();
+    mb.actions.spill_idle_sessions = b.actions().spill_idle_sessions();
     out.memory_bands.push_back(std::move(mb));
   }
   out.knobs.resize(out.thermal_bands.size());
@@ -334,6 +335,7 @@ void PolicyToProto(const Policy& policy, pb::Policy* proto) {
     a->set_context_cap(b.actions.context_cap);
     a->set_output_cap(b.actions.output_cap);
     a->set_use_fallback_model(b.actions.use_fallback_model);
+    a->set_spill_idle_sessions(b.actions.spill_idle_sessions);
   }
   for (size_t band = 0; band < policy.knobs.size() && band < policy.thermal_bands.size(); ++band) {
     for (Urgency u : kAllUrgencies) {

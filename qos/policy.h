@@ -76,6 +76,7 @@ struct MemoryActions {
   uint32_t context_cap = 0;  // 0 = no cap
   uint32_t output_cap = 0;   // 0 = no cap
   bool use_fallback_model = false;
+  bool spill_idle_sessions = false;  // idle sessions' KV to disk, slot pages released
 
   bool operator==(const MemoryActions&) const = default;
 };

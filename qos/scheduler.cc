@@ -184,6 +184,7 @@ struct Scheduler::ChunkPlan {
   runtime::ChunkKnobs engine_knobs;
   runtime::ChunkRunner* engine = nullptr;
   bool on_fallback = false;
+  uint64_t evicted_session = 0;  // the idle conversation `slot` held (spilled first)
 };
 
 StepResult Scheduler::Step() {
@@ -213,12 +214,14 @@ StepResult Scheduler::Step() {
   const Decision& d = out.decision;
   const bool changed = NoteDecision(d);
 
+  const bool spill_idle = d.memory.spill_idle_sessions;
   if (!r) {
     StepResult res;
     res.next_step_ns = MemoryPoll(now, NextStep(now));
     res.idle = live_.empty();
     lk.unlock();
     if (changed) sink_.OnDecision(d, now);
+    if (spill_idle) SpillIdleSessions();
     EndStep();
     return res;
   }
@@ -242,8 +245,40 @@ StepResult Scheduler::Step() {
   res.idle = live_.empty();
   lk.unlock();
   Deliver();
+  if (spill_idle) SpillIdleSessions();
   EndStep();
   return res;
+}
+
+void Scheduler::SpillIdleSessions() {
+  // Memory ladder action spill_idle_sessions: every idle conversation kept in a slot of the
+  // main engine goes to the spill folder (or is dropped without one) and the slot's KV
+  // pages are handed back. The scheduler thread runs every step: no slot is claimed
+  // between the collection and the engine calls.
+  std::array<std::pair<int32_t, uint64_t>, 64> todo{};
+  size_t n = 0;
+  {
+    std::lock_guard lk(mu_);
+    for (size_t i = 0; i < slots_.size() && n < todo.size(); ++i) {
+      Slot& s = slots_[i];
+      if (s.running != 0 || s.session == 0) continue;
+      todo[n++] = {static_cast<int32_t>(i), s.session};
+      s.session = 0;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const auto [slot, session] = todo[i];
+    ParkEvent ev;
+    ev.slot = slot;
+    ev.session = session;
+    const int64_t t0 = clock_.NowNs();
+    runtime::Result<uint64_t> w = engine_.SpillSlot(slot, session);
+    ev.kind = w ? ParkEventKind::kSpilled : ParkEventKind::kSpillFailed;
+    if (!w) ev.message = w.error().message;
+    released_slot_bytes_ += engine_.ReleaseSlotPages(slot);
+    ev.duration_ns = clock_.NowNs() - t0;
+    sink_.OnPark(ev);
+  }
 }
 
 GovernorInputs& Scheduler::FreshInputs() {
@@ -309,6 +344,7 @@ Scheduler::ChunkPlan Scheduler::ClaimChunk(Live& r, int slot, const Decision& d)
     r.slot = slot;
     r.on_fallback = fallback_route_;
     Slot& s = SlotsOf(r.on_fallback)[static_cast<size_t>(slot)];
+    if (s.session != 0 && s.session != r.req.session_id) plan.evicted_session = s.session;
     s.running = r.req.id;
     s.session = r.req.session_id;
     if (s.session != 0) {  // the conversation now lives on this engine only
@@ -352,16 +388,54 @@ runtime::Result<runtime::ChunkResult> Scheduler::RunPlannedChunk(const Live& r,
     if (!started) ev.message = started.error().message;
     sink_.OnPark(ev);
   } else if (plan.start) {
+    const bool keep = keep_context || SpillAndRestore(r, plan);
     runtime::TurnSpec turn;
     turn.prompt = r.req.prompt;
     turn.sampling = r.req.sampling;
     turn.max_tokens = plan.max_tokens;
-    turn.keep_context = keep_context;
+    turn.keep_context = keep;
     turn.masked = r.req.masked || r.req.sampling.constraint != nullptr;
     started = engine.StartTurn(plan.slot, turn);
   }
   return started ? engine.RunChunk(plan.slot, plan.engine_knobs)
                  : runtime::Result<runtime::ChunkResult>(std::unexpected(started.error()));
+}
+
+bool Scheduler::SpillAndRestore(const Live& r, const ChunkPlan& plan) {
+  // Parked sessions on disk: the idle conversation this turn evicts goes to the spill folder;
+  // the turn's own session comes back from it (docs/memory.md "Parked sessions on disk").
+  runtime::ChunkRunner& engine = *plan.engine;
+  ParkEvent ev;
+  ev.id = r.req.id;
+  ev.slot = plan.slot;
+  ev.on_fallback = plan.on_fallback;
+  if (plan.evicted_session != 0) {
+    const int64_t t0 = clock_.NowNs();
+    runtime::Result<uint64_t> n = engine.SpillSlot(plan.slot, plan.evicted_session);
+    if (n || n.error().code != runtime::ErrorCode::kUnsupported) {
+      ev.kind = n ? ParkEventKind::kSpilled : ParkEventKind::kSpillFailed;
+      ev.session = plan.evicted_session;
+      ev.duration_ns = clock_.NowNs() - t0;
+      if (!n) ev.message = n.error().message;
+      sink_.OnPark(ev);
+    }
+  }
+  if (r.req.session_id == 0) return false;
+  const int64_t t0 = clock_.NowNs();
+  runtime::Result<bool> ok = engine.RestoreSession(plan.slot, r.req.session_id, &spill_reason_);
+  ev.session = r.req.session_id;
+  ev.duration_ns = clock_.NowNs() - t0;
+  if (ok && *ok) {
+    ev.kind = ParkEventKind::kRestored;
+    sink_.OnPark(ev);
+    return true;
+  }
+  if (!ok || !spill_reason_.empty()) {
+    ev.kind = ParkEventKind::kSpillRejected;
+    ev.message = ok ? std::string_view(spill_reason_) : std::string_view(ok.error().message);
+    sink_.OnPark(ev);
+  }
+  return false;
 }
 
 ChunkRan RanOf(const runtime::ChunkResult& r) {
@@ -375,6 +449,7 @@ ChunkRan RanOf(const runtime::ChunkResult& r) {
   ran.kv_type = r.kv_type;
   ran.masked_tokens = r.masked_tokens;
   ran.mask_ns = r.mask_ns;
+  ran.prefix_tokens = r.prefix_tokens;
   ran.pin_failures = r.pin_failures;
   ran.isa_refused = r.isa_refused;
   return ran;

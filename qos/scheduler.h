@@ -129,6 +129,7 @@ struct ChunkRan {
   // of the chunk's compute time spent on the mask (runtime::ChunkResult::mask_ns).
   int32_t masked_tokens = 0;
   int64_t mask_ns = 0;
+  int32_t prefix_tokens = 0;  // prompt tokens taken from the prefix cache (ChunkResult)
 };
 ChunkRan RanOf(const runtime::ChunkResult& r);
 
@@ -177,8 +178,14 @@ enum class ParkEventKind : uint8_t {
   kParked,   // `id`'s turn moved out of `slot` to make room for `for_id`
   kResumed,  // `id`'s turn restored into `slot`
   kRefused,  // the runner could not park (`message`): `for_id` waits for a slot
+  // Parked sessions on disk (ChunkRunner::SpillSlot / RestoreSession):
+  kSpilled,        // idle `session`'s conversation left `slot` for the spill folder (for `id`)
+  kSpillFailed,    // it could not be written (`message`): the conversation is forgotten
+  kRestored,       // `session`'s conversation was restored into `slot` for its turn `id`
+  kSpillRejected,  // its spill file was not trusted (`message`): the session restarts fresh
 };
-std::string_view ParkEventName(ParkEventKind k);  // "parked", "resumed", "refused"
+// "parked", "resumed", "refused", "spilled", "spill-failed", "restored", "spill-rejected"
+std::string_view ParkEventName(ParkEventKind k);
 
 struct ParkEvent {
   ParkEventKind kind = ParkEventKind::kParked;
@@ -188,6 +195,7 @@ struct ParkEvent {
   int64_t duration_ns = 0;   // ParkSlot / ResumeParked time (clock time)
   std::string_view message;  // kRefused: the error; call-time only
   bool on_fallback = false;
+  uint64_t session = 0;  // kSpilled..kSpillRejected: the session
 };
 
 // Memory ladder, last step: the small second model (see the file comment).
@@ -367,6 +375,11 @@ class Scheduler {
   // With mu_ held: claims the picked request's slot, maps the knobs of its chunk.
   ChunkPlan ClaimChunk(Live& r, int slot, const Decision& d);
   // Without mu_ held: starts the turn if the plan says so, runs one chunk.
+  // Without mu_: spills the idle conversation the turn evicts, restores the turn's session;
+  // true when restored (the turn then continues it).
+  bool SpillAndRestore(const Live& r, const ChunkPlan& plan);
+  // Without mu_: the memory action spill_idle_sessions (scheduler.cc).
+  void SpillIdleSessions();
   runtime::Result<runtime::ChunkResult> RunPlannedChunk(const Live& r, const ChunkPlan& plan,
                                                         bool keep_context);
   // Without mu_ held: the sink's OnChunk (tokens came out) and OnStep.
@@ -408,6 +421,8 @@ class Scheduler {
   bool decision_emitted_ = false;
   GovernorInputs inputs_;  // this step's; the reading is filled in place (ReadInputs)
   std::array<int64_t, kNumUrgencies> not_before_{};  // pacing, per class rank
+  uint64_t released_slot_bytes_ = 0;                 // KV pages handed back by spill_idle_sessions
+  std::string spill_reason_;   // RestoreSession's rejection (reused: no allocation once grown)
   bool park_blocked_ = false;  // a ParkSlot failed: no new try until a turn or park ends
 };
 

@@ -13,6 +13,10 @@ std::string_view ParkEventName(ParkEventKind k) {
     case ParkEventKind::kParked: return "parked";
     case ParkEventKind::kResumed: return "resumed";
     case ParkEventKind::kRefused: return "refused";
+    case ParkEventKind::kSpilled: return "spilled";
+    case ParkEventKind::kSpillFailed: return "spill-failed";
+    case ParkEventKind::kRestored: return "restored";
+    case ParkEventKind::kSpillRejected: return "spill-rejected";
   }
   return "?";
 }

@@ -279,6 +279,10 @@ Result<void> CostModel::Validate() const {
   if (!(park_ms_per_1k_positions >= 0 && park_ms_per_1k_positions < 1e6)) {
     return bad("park_ms_per_1k_positions must be in [0, 1e6)");
   }
+  if (!(spill_ms_per_1k_positions >= 0 && spill_ms_per_1k_positions < 1e6) ||
+      !(restore_ms_per_1k_positions >= 0 && restore_ms_per_1k_positions < 1e6)) {
+    return bad("spill_ms_per_1k_positions and restore_ms_per_1k_positions must be in [0, 1e6)");
+  }
   if (!(mask_us_per_token >= 0 && mask_us_per_token < 1e6)) {
     return bad("mask_us_per_token must be in [0, 1e6)");
   }
@@ -316,6 +320,10 @@ Result<CostModel> ParseCostModelJson(std::string_view json, std::string_view ori
   m.efficiency_core_speed = Num(*v, "efficiency_core_speed", 0.5);
   m.park_ms_per_1k_positions =
       Num(*v, "park_ms_per_1k_positions", CostModel::kDefaultParkMsPer1kPositions);
+  m.spill_ms_per_1k_positions =
+      Num(*v, "spill_ms_per_1k_positions", CostModel::kDefaultSpillMsPer1kPositions);
+  m.restore_ms_per_1k_positions =
+      Num(*v, "restore_ms_per_1k_positions", CostModel::kDefaultRestoreMsPer1kPositions);
   m.mask_us_per_token = Num(*v, "mask_us_per_token", 0.0);
   m.isa_speed = DefaultIsaSpeed();
   if (const pb::Value* is = Field(*v, "isa_speed"); is && is->has_struct_value()) {
@@ -395,6 +403,12 @@ std::string CostModelToJson(const CostModel& m) {
   }
   if (m.park_ms_per_1k_positions != CostModel::kDefaultParkMsPer1kPositions) {
     s += "  \"park_ms_per_1k_positions\": " + Fmt(m.park_ms_per_1k_positions) + ",\n";
+  }
+  if (m.spill_ms_per_1k_positions != CostModel::kDefaultSpillMsPer1kPositions) {
+    s += "  \"spill_ms_per_1k_positions\": " + Fmt(m.spill_ms_per_1k_positions) + ",\n";
+  }
+  if (m.restore_ms_per_1k_positions != CostModel::kDefaultRestoreMsPer1kPositions) {
+    s += "  \"restore_ms_per_1k_positions\": " + Fmt(m.restore_ms_per_1k_positions) + ",\n";
   }
   if (m.mask_us_per_token != 0) {
     s += "  \"mask_us_per_token\": " + Fmt(m.mask_us_per_token) + ",\n";

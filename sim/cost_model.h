@@ -31,6 +31,8 @@
 //    "nominal_khz": {"performance": 2400000, "efficiency": 1800000},   (optional)
 //    "freq_sensitivity": {"prefill": 1.0, "decode": 0.5},              (optional)
 //    "park_ms_per_1k_positions": 4.0,                                   (optional)
+//    "spill_ms_per_1k_positions": 20.0,                                 (optional)
+//    "restore_ms_per_1k_positions": 8.0,                                (optional)
 //    "layer_drop_cost": {"layers": 24, "source": "...",                 (optional)
 //                        "prefill": [1, 0.97, ...], "decode": [1, 0.96, ...]},
 //    "entries": [{"precision": "w8a16", "threads": 2, "isa": "avx2", "layer_drop": 0,
@@ -41,6 +43,11 @@
 // Slot parking (qos/scheduler.h): parking a turn, and resuming it, each take
 //   seconds = park_ms_per_1k_positions * positions / 1000 / 1000
 // (a copy of the turn's KV rows; `park_bench`, runtime/bench/park_bench.cc, measures it).
+// Parked sessions on disk (ChunkRunner::SpillSlot / RestoreSession): spilling an idle
+// session, and restoring it, take
+//   seconds = spill_ms_per_1k_positions (restore_ms_per_1k_positions) * positions / 1e6
+// (zstd + write + fsync, read + decompress; `spill_bench`, runtime/bench/spill_bench.cc,
+// measures both as spill_ms_per_1k_pos and restore_ms_per_1k_pos).
 #pragma once
 
 #include <cstdint>
@@ -99,6 +106,16 @@ struct CostModel {
   double park_ms_per_1k_positions = kDefaultParkMsPer1kPositions;
   static constexpr double kDefaultParkMsPer1kPositions = 4.0;
   double ParkSeconds(int positions) const { return park_ms_per_1k_positions * positions * 1e-6; }
+  // Spill (restore) time per 1000 KV positions of an idle session, ms (see above). The
+  // defaults are placeholders until spill_bench is run on an idle host.
+  double spill_ms_per_1k_positions = kDefaultSpillMsPer1kPositions;
+  double restore_ms_per_1k_positions = kDefaultRestoreMsPer1kPositions;
+  static constexpr double kDefaultSpillMsPer1kPositions = 20.0;
+  static constexpr double kDefaultRestoreMsPer1kPositions = 8.0;
+  double SpillSeconds(int positions) const { return spill_ms_per_1k_positions * positions * 1e-6; }
+  double RestoreSeconds(int positions) const {
+    return restore_ms_per_1k_positions * positions * 1e-6;
+  }
 
   // F(level) of the phase (1 at level 0).
   double DropFactor(runtime::ChunkPhase phase, int level) const;

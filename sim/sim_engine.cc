@@ -133,6 +133,55 @@ runtime::Result<void> SimEngine::ResumeParked(runtime::ParkId id, int32_t slot) 
   return {};
 }
 
+runtime::Result<uint64_t> SimEngine::SpillSlot(int32_t slot, uint64_t session) {
+  if (slot < 0 || slot >= num_slots() || session == 0) {
+    return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "sim engine: bad slot");
+  }
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.active) {
+    return runtime::MakeError(runtime::ErrorCode::kInvalidArgument,
+                              "sim engine: slot has a turn in progress");
+  }
+  Spilled* dst = &spilled_[0];  // the session's entry, else a free one, else the oldest
+  for (Spilled& e : spilled_) {
+    if (e.session == session || (dst->session != session && e.seq < dst->seq)) dst = &e;
+    if (e.session == session) break;
+  }
+  *dst = Spilled{session, s.position, ++spills_done_};
+  const double sec = cost_.SpillSeconds(s.position);
+  s = Slot{};
+  Advance(sec);
+  spill_s_ += sec;
+  return static_cast<uint64_t>(dst->position) * 64;  // a nominal file size
+}
+
+runtime::Result<bool> SimEngine::RestoreSession(int32_t slot, uint64_t session,
+                                                std::string* rejected) {
+  rejected->clear();
+  if (slot < 0 || slot >= num_slots()) {
+    return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "sim engine: bad slot");
+  }
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  s = Slot{};
+  for (Spilled& e : spilled_) {
+    if (session == 0 || e.session != session) continue;
+    s.position = e.position;
+    e = Spilled{};
+    const double sec = cost_.RestoreSeconds(s.position);
+    Advance(sec);
+    spill_s_ += sec;
+    ++restores_done_;
+    return true;
+  }
+  return false;
+}
+
+uint64_t SimEngine::ReleaseSlotPages(int32_t slot) {
+  if (slot < 0 || slot >= num_slots() || slots_[static_cast<size_t>(slot)].active) return 0;
+  slots_[static_cast<size_t>(slot)] = Slot{};
+  return 0;  // no memory is modeled
+}
+
 void SimEngine::DropParked(runtime::ParkId id) {
   if (id >= 0 && static_cast<size_t>(id) < parks_.size())
     parks_[static_cast<size_t>(id)].used = false;

@@ -12,12 +12,18 @@
 // each advance the clock by CostModel::ParkSeconds(the turn's KV positions) (observer
 // ticks included, no chunk: the copy is not modeled as heat).
 //
+// Parked sessions on disk: SpillSlot keeps an idle slot's session (its KV positions) in a
+// preallocated table (64 sessions; the oldest is forgotten when full) and advances the
+// clock by CostModel::SpillSeconds; RestoreSession brings it back into a slot for
+// CostModel::RestoreSeconds. ari-tune thus weighs the ladder's spill_idle_sessions.
+//
 // CPU frequency caps: SetFrequencyCaps() sets the cap in force per cluster class; a
 // chunk's duration uses the cap of its class at the chunk's start (CostModel::
 // FrequencyFactor), a cap changing during the chunk does not affect it.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/engine/engine.h"
@@ -57,6 +63,10 @@ class SimEngine final : public runtime::ChunkRunner {
   runtime::Result<runtime::ParkId> ParkSlot(int32_t slot) override;
   runtime::Result<void> ResumeParked(runtime::ParkId id, int32_t slot) override;
   void DropParked(runtime::ParkId id) override;
+  runtime::Result<uint64_t> SpillSlot(int32_t slot, uint64_t session) override;
+  runtime::Result<bool> RestoreSession(int32_t slot, uint64_t session,
+                                       std::string* rejected) override;
+  uint64_t ReleaseSlotPages(int32_t slot) override;
 
   // CPU frequency caps in kHz (0 = uncapped) from now on, per cluster class.
   void SetFrequencyCaps(uint32_t performance_khz, uint32_t efficiency_khz) {
@@ -69,6 +79,9 @@ class SimEngine final : public runtime::ChunkRunner {
   int64_t parks() const { return parks_done_; }
   int64_t resumes() const { return resumes_done_; }
   double park_seconds() const { return park_s_; }  // parks + resumes
+  int64_t spills() const { return spills_done_; }
+  int64_t restores() const { return restores_done_; }
+  double spill_seconds() const { return spill_s_; }  // spills + restores
 
  private:
   struct Slot {
@@ -91,6 +104,14 @@ class SimEngine final : public runtime::ChunkRunner {
   std::vector<ParkArea> parks_;
   int64_t parks_done_ = 0, resumes_done_ = 0;
   double park_s_ = 0;
+  struct Spilled {
+    uint64_t session = 0;  // 0 = free entry
+    int32_t position = 0;
+    int64_t seq = 0;
+  };
+  std::vector<Spilled> spilled_ = std::vector<Spilled>(64);
+  int64_t spills_done_ = 0, restores_done_ = 0;
+  double spill_s_ = 0;
   uint64_t efficiency_mask_;
   ChunkObserver* observer_;
   std::vector<runtime::TokenId> tokens_;  // max_output ids, all 1

@@ -222,6 +222,12 @@ std::filesystem::path ResolvePackCacheDir(const config::NodeConfig& c, const Nod
   return d ? *d : std::filesystem::path{};
 }
 
+std::filesystem::path ResolveSpillDir(const config::NodeConfig& c, const NodeOverrides& ov) {
+  if (!c.parking().spill_dir().empty()) return Resolve(ov.base_dir, c.parking().spill_dir());
+  const std::filesystem::path packs = ResolvePackCacheDir(c, ov);
+  return packs.empty() ? packs : packs.parent_path() / "sessions";
+}
+
 std::filesystem::path ResolvePrefixCacheDir(const config::NodeConfig& c, const NodeOverrides& ov) {
   if (!c.prefix_cache().dir().empty()) return Resolve(ov.base_dir, c.prefix_cache().dir());
   const std::filesystem::path packs = ResolvePackCacheDir(c, ov);
@@ -236,6 +242,7 @@ runtime::EngineOptions Node::EngineOptionsFromConfig() const {
   eo.max_chunk = c.max_chunk() ? static_cast<int32_t>(c.max_chunk()) : 64;
   eo.max_output = static_cast<int32_t>(limits_.max_max_tokens);
   eo.threads = static_cast<int32_t>(c.threads());
+  eo.park_areas = c.parking().park_areas() ? static_cast<int32_t>(c.parking().park_areas()) : 1;
   eo.require_tokenizer = true;
   eo.plain_gguf =
       c.reference_path() ? runtime::PlainGguf::kReference : runtime::PlainGguf::kAutoPack;
@@ -247,6 +254,10 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
   // Model (fallback when the main one does not load).
   runtime::EngineOptions eo = options;
   eo.pack_cache.dir = ResolvePackCacheDir(c, ov);
+  if (c.parking().spill_idle_sessions()) {
+    eo.spill.dir = ResolveSpillDir(c, ov);
+    if (c.parking().spill_max_bytes() > 0) eo.spill.max_bytes = c.parking().spill_max_bytes();
+  }
   if (c.prefix_cache().system_prompts_size() > 0) {
     eo.prefix_cache.dir = ResolvePrefixCacheDir(c, ov);
     if (c.prefix_cache().max_bytes() > 0) eo.prefix_cache.max_bytes = c.prefix_cache().max_bytes();
@@ -296,7 +307,8 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
     if (std::filesystem::exists(fb)) {
       runtime::EngineOptions fo = eo;
       fo.model_path = fb;
-      fo.prefix_cache.dir.clear();  // the prefixes are the main model's
+      fo.prefix_cache.dir.clear();                            // the prefixes are the main model's
+      if (!fo.spill.dir.empty()) fo.spill.dir /= "fallback";  // its own model's sessions
       fallback_ = std::make_unique<FallbackModel>(fo, tokenizer_);
       fallback_model_hash_ = ContentHash(fb);
     } else {

@@ -72,6 +72,9 @@ std::filesystem::path ResolvePackCacheDir(const config::NodeConfig& config,
 // folder); empty when none can be found.
 std::filesystem::path ResolvePrefixCacheDir(const config::NodeConfig& config,
                                             const NodeOverrides& overrides);
+// The spill folder of idle sessions (config parking.spill_dir; docs/memory.md).
+std::filesystem::path ResolveSpillDir(const config::NodeConfig& config,
+                                      const NodeOverrides& overrides);
 
 // Maps a scheduler terminal to the wire status.
 ari_ChunkStatus WireStatus(qos::TerminalStatus s);
@@ -98,6 +101,7 @@ class Node final : public qos::ChunkSink {
   void OnTerminal(const qos::TerminalEvent& terminal) override;
   void OnDecision(const qos::Decision& decision, int64_t now_ns) override;
   void OnFallback(const qos::FallbackEvent& event) override;
+  void OnPark(const qos::ParkEvent& event) override;
 
   // The memory ladder's fallback model (null when none is configured).
   const FallbackModel* fallback_model() const { return fallback_.get(); }
@@ -244,6 +248,9 @@ class Node final : public qos::ChunkSink {
   uint64_t main_model_hash_ = 0, fallback_model_hash_ = 0;
   // NodeStatus.thermal_band / memory_band: the last decision's (-1 = none yet / none).
   std::atomic<int> thermal_band_{-1}, memory_band_{-1};
+  // NodeStatus KV lifecycle counters (scheduler thread writes, status thread reads).
+  std::atomic<uint64_t> sessions_spilled_{0}, sessions_restored_{0}, spill_rejected_{0};
+  std::atomic<uint64_t> spill_failures_{0}, prefix_hits_{0};
   int64_t start_ns_ = 0;
   int64_t ready_ms_ = 0;
 };

@@ -61,6 +61,11 @@ void Node::PublishStatus(ari_NodeState state) {
   s.publish_retries = ts.publish_retries;
   s.terminal_undelivered = terminal_undelivered_.load();
   s.requester_unmatched = ts.requester_unmatched;
+  s.sessions_spilled = sessions_spilled_.load();
+  s.sessions_restored = sessions_restored_.load();
+  s.spill_rejected = spill_rejected_.load();
+  s.spill_failures = spill_failures_.load();
+  s.prefix_hits = prefix_hits_.load();
   if (auto r = transport_->PublishStatus(s); !r) {
     CountPublishFailure(r.error());
     // Logged once: the status is republished every period, the counter keeps counting.

@@ -320,6 +320,7 @@ void Node::OnChunk(const qos::ChunkEvent& ev) {
   // line are copied into fixed buffers; docs/reliability.md "Allocations on the real-time
   // path").
   const int64_t now = NowNs();
+  if (ev.ran.prefix_tokens > 0) ++prefix_hits_;
   char rid[sizeof(ari_TokenChunk::request_id)], cid[sizeof(ari_TokenChunk::client_id)];
   char decision[sizeof(ari_TokenChunk::decision)];
   RequestKey key;
@@ -499,6 +500,32 @@ void Node::OnDecision(const qos::Decision& d, int64_t /*now_ns*/) {
     return state_;
   }();
   PublishStatus(st);
+}
+
+void Node::OnPark(const qos::ParkEvent& ev) {
+  // The scheduler thread; parks are rare (a higher class arrived, a session evicted).
+  const std::string_view what = qos::ParkEventName(ev.kind);
+  switch (ev.kind) {
+    case qos::ParkEventKind::kParked:
+    case qos::ParkEventKind::kResumed:
+    case qos::ParkEventKind::kRefused:
+      Log("slot parking: request %llu %.*s (slot %d, for %llu, %.2f ms)%s%.*s",
+          static_cast<unsigned long long>(ev.id), static_cast<int>(what.size()), what.data(),
+          ev.slot, static_cast<unsigned long long>(ev.for_id), ev.duration_ns / 1e6,
+          ev.message.empty() ? "" : ": ", static_cast<int>(ev.message.size()), ev.message.data());
+      return;
+    case qos::ParkEventKind::kSpilled: ++sessions_spilled_; break;
+    case qos::ParkEventKind::kRestored: ++sessions_restored_; break;
+    case qos::ParkEventKind::kSpillRejected: ++spill_rejected_; break;
+    case qos::ParkEventKind::kSpillFailed: ++spill_failures_; break;
+  }
+  Log("session %llu %.*s (slot %d, turn %llu, %.2f ms)%s%.*s%s",
+      static_cast<unsigned long long>(ev.session), static_cast<int>(what.size()), what.data(),
+      ev.slot, static_cast<unsigned long long>(ev.id), ev.duration_ns / 1e6,
+      ev.message.empty() ? "" : ": ", static_cast<int>(ev.message.size()), ev.message.data(),
+      ev.kind == qos::ParkEventKind::kSpillRejected ? " (ignored: the session restarts fresh)"
+      : ev.kind == qos::ParkEventKind::kSpillFailed ? " (its context is dropped)"
+                                                    : "");
 }
 
 void Node::OnFallback(const qos::FallbackEvent& ev) {

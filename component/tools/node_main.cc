@@ -102,6 +102,12 @@ bool EnterNodeSandbox(const ari::config::NodeConfig& config,
     std::filesystem::create_directories(prefixes, ec);
     if (!ec) sandbox.writable_dirs.push_back(prefixes);
   }
+  if (const auto spill = ResolveSpillDir(config, ov);
+      config.parking().spill_idle_sessions() && !spill.empty()) {
+    std::error_code ec;  // idle sessions are written there while serving
+    std::filesystem::create_directories(spill, ec);
+    if (!ec) sandbox.writable_dirs.push_back(spill);
+  }
   sandbox.landlock = !config.privileges().no_landlock();
   for (const auto& d : config.privileges().writable_dirs()) {
     std::filesystem::path p(d);

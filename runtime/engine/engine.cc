@@ -15,6 +15,7 @@
 #include "runtime/engine/engine_park.h"
 #include "runtime/engine/engine_plan.h"
 #include "runtime/engine/engine_prefix.h"
+#include "runtime/engine/engine_spill.h"
 #include "runtime/engine/fast_forward.h"
 #include "runtime/engine/paging.h"
 #include "runtime/gguf/gguf.h"
@@ -93,8 +94,15 @@ class EngineImpl final : public Engine {
   }
   uint64_t PoolDispatches() const override { return pool_->runs(); }
   EngineCounters Counters() const override {
-    return EngineCounters{pin_failures_, cpu_mask_refusals_, isa_refusals_,
-                          prefix_hits_,  prefix_tokens_,     prefix_misses_};
+    EngineCounters c{pin_failures_, cpu_mask_refusals_, isa_refusals_,
+                     prefix_hits_,  prefix_tokens_,     prefix_misses_};
+    const engine_internal::SpillCounters& sc = spills_.counters();
+    c.spills = sc.spills;
+    c.restores = sc.restores;
+    c.spill_rejected = sc.rejected;
+    c.spill_failures = sc.failures;
+    c.spill_bytes = sc.bytes_on_disk;
+    return c;
   }
   Result<PrefixInfo> AddPrefix(std::span<const TokenId> tokens, Precision p) override {
     return engine_internal::AddPrefix(*this, slots_, prefixes_, model_id_, model_->config(),
@@ -118,6 +126,45 @@ class EngineImpl final : public Engine {
     return parks_.Resume(id, slots_[static_cast<size_t>(slot)]);
   }
   void DropParked(ParkId id) override { parks_.Drop(id); }
+  Result<uint64_t> SpillSlot(int32_t slot, uint64_t session) override {
+    if (slot < 0 || slot >= num_slots()) {
+      return MakeError(ErrorCode::kInvalidArgument, "engine: slot " + std::to_string(slot));
+    }
+    if (!spills_.enabled() || !packed_) {
+      return MakeError(ErrorCode::kUnsupported, "engine: no session spill folder");
+    }
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.active && !s.finished) {
+      return MakeError(ErrorCode::kInvalidArgument, "engine: slot has a turn in progress");
+    }
+    auto n = spills_.Spill(s, session);
+    if (n) ResetSlot(slot);
+    return n;
+  }
+  Result<bool> RestoreSession(int32_t slot, uint64_t session, std::string* rejected) override {
+    if (slot < 0 || slot >= num_slots()) {
+      return MakeError(ErrorCode::kInvalidArgument, "engine: slot " + std::to_string(slot));
+    }
+    ResetSlot(slot);
+    if (!spills_.enabled() || !packed_) return false;
+    return spills_.Restore(session, slots_[static_cast<size_t>(slot)], rejected);
+  }
+  void ForgetSession(uint64_t session) override { spills_.Forget(session); }
+  uint64_t ReleaseSlotPages(int32_t slot) override {
+    if (slot < 0 || slot >= num_slots() || !packed_) return 0;
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.active && !s.finished) return 0;
+    ResetSlot(slot);
+    uint64_t released = 0;
+    for (void* half : {s.kv.k, s.kv.v}) {
+      const ByteRange in = PageInterior(reinterpret_cast<uintptr_t>(half), s.kv_half, PageSize());
+      if (!in.empty() &&
+          ::madvise(reinterpret_cast<void*>(in.begin), in.size, MADV_DONTNEED) == 0) {
+        released += in.size;
+      }
+    }
+    return released;
+  }
   Result<uint64_t> LockMemory() override;
   uint64_t locked_bytes() const override { return engine_internal::RegionBytes(locked_); }
 
@@ -147,6 +194,7 @@ class EngineImpl final : public Engine {
   MemoryPlan plan_;
   std::vector<Slot> slots_;
   engine_internal::ParkStore parks_;
+  engine_internal::SpillStore spills_;  // SpillSlot / RestoreSession
   std::byte* arena_ = nullptr;
   size_t align_ = 128;
   int32_t ctx_ = 0;
@@ -208,6 +256,17 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     if (!id) return std::unexpected(id.error());
     model_id_ = *id;
     prefixes_.Init(o.prefix_cache.dir, o.prefix_cache.max_bytes);
+  }
+  if (!o.spill.dir.empty() && packed_) {
+    auto id = engine_internal::PrefixModelId(loaded_path_);
+    if (!id) return std::unexpected(id.error());
+    const uint64_t slot_bytes =
+        KvCacheView::Bytes(c, o.kv_type == KvType::kF32 ? KvType::kF32 : o.kv_type, ctx_);
+    if (auto r = spills_.Init(o.spill.dir, o.spill.max_bytes, *id, *model_, ctx_, slot_bytes,
+                              o.spill.level);
+        !r) {
+      return r;
+    }
   }
   if (packed_ && PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_)) {
     ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);

@@ -55,6 +55,14 @@ struct PrefixCacheOptions {
   uint64_t max_bytes = 256ull << 20;  // disk bound of the folder's *.kvprefix files (LRU)
 };
 
+// Idle multi-turn sessions spilled to disk (ChunkRunner::SpillSlot, docs/memory.md "Parked
+// sessions on disk"): one zstd-compressed file per session in `dir`.
+struct SpillOptions {
+  std::filesystem::path dir;        // empty: no spill (SpillSlot is kUnsupported)
+  uint64_t max_bytes = 1ull << 30;  // disk bound of the folder's *.kvspill files (oldest go)
+  int level = 1;                    // zstd level
+};
+
 struct EngineOptions {
   std::filesystem::path model_path;  // a pack, or a plain GGUF (see plain_gguf)
   PlainGguf plain_gguf = PlainGguf::kAutoPack;
@@ -78,6 +86,7 @@ struct EngineOptions {
   // "Allocations on the real-time path"). Off: pages are backed when first used.
   bool prefault = true;
   PrefixCacheOptions prefix_cache;
+  SpillOptions spill;
 };
 
 // What is applied before a chunk runs (the governor's decision, in runtime terms).
@@ -184,6 +193,11 @@ struct EngineCounters {
   uint64_t prefix_tokens = 0;      // prompt tokens taken from the prefix cache, not computed
   uint64_t prefix_misses = 0;      // empty-slot prefills no cached prefix served (once any
                                    // prefix is registered)
+  uint64_t spills = 0;             // idle sessions written to the spill folder
+  uint64_t restores = 0;           // sessions restored from a spill file
+  uint64_t spill_rejected = 0;     // spill files not trusted (corrupt, truncated, foreign)
+  uint64_t spill_failures = 0;     // spills that could not be written (bound, disk full)
+  uint64_t spill_bytes = 0;        // bytes of the spill folder's files, last known
 };
 
 // A prefix registered with Engine::AddPrefix.
@@ -229,6 +243,27 @@ class ChunkRunner {
     return MakeError(ErrorCode::kUnsupported, "engine: slot parking not supported");
   }
   virtual void DropParked(ParkId /*id*/) {}
+
+  // Parked sessions on disk (docs/memory.md "Parked sessions on disk"). SpillSlot writes the
+  // idle slot's conversation (between two turns of session `session`) compressed to the
+  // spill folder and resets the slot; the bytes written. Errors leave no file (kIo: bound or
+  // disk full; kUnsupported: no spill folder or the reference path) and the slot unchanged.
+  // RestoreSession resets `slot` and loads the session's file into it: true when restored
+  // (the next StartTurn continues it with keep_context), false when there is none or it is
+  // not trusted (`*rejected` says why: the session then restarts fresh). ForgetSession
+  // deletes a session's file (its conversation ended).
+  virtual Result<uint64_t> SpillSlot(int32_t /*slot*/, uint64_t /*session*/) {
+    return MakeError(ErrorCode::kUnsupported, "engine: session spill not supported");
+  }
+  virtual Result<bool> RestoreSession(int32_t /*slot*/, uint64_t /*session*/,
+                                      std::string* /*rejected*/) {
+    return false;
+  }
+  virtual void ForgetSession(uint64_t /*session*/) {}
+  // Resets an idle slot and hands its KV pages back to the kernel (MADV_DONTNEED of the
+  // halves' page interiors): the bytes released. The next turn in the slot touches them
+  // again (zero-filled pages, page faults). 0 when the slot has a turn in progress.
+  virtual uint64_t ReleaseSlotPages(int32_t /*slot*/) { return 0; }
 };
 
 class Engine : public ChunkRunner {
