@@ -99,7 +99,7 @@ Result<void> Fleet::Start() {
       return MakeError(ErrorCode::kInvalidArgument,
                        "fleet: node " + n.id + ": RC model: " + model.error().message);
     }
-    n.rc = std::make_unique<thermal::RcModel>(std::move(*model));
+    n.rc = std::make_unique<thermal::RcModel>(*model);
     n.report = internal::StartReplayReport(log_, o_.node);
     n.replay = std::make_unique<internal::ModelReplay>(log_, o_.node, *n.rc, n.report);
     n.replay->set_ambient_offset_c(offset);

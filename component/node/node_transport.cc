@@ -215,18 +215,19 @@ void NodeTransport::HandleRequests(bool critical) {
 void NodeTransport::ReceiveRequest(const dds::Reader& reader, int i) {
   // Addressed to another node (docs/routing.md): that node answers, this one stays
   // silent. No allocation: compares in place.
-  const std::string_view target = dds::FixedView(take_scratch_[i].target_node_id);
-  if (!target.empty() && target != options_.node_id) {
-    for_other_nodes_.fetch_add(1);
-    return;
-  }
   RequestInfo& info = take_info_[i];
   auto who = reader.WriterParticipant(take_pub_[i]);
   if (!who && reader.shared_memory()) {
     // Iceoryx delivers by topic, whatever the partition: a sample of a writer this
     // reader is not matched with (the other partition's) arrives here too. Drop it:
-    // the reader of its own partition gets the same sample.
+    // the reader of its own partition gets the same sample. (Checked first, so such a
+    // copy is not counted again below: component.multi_node_shm.)
     foreign_partition_.fetch_add(1);
+    return;
+  }
+  const std::string_view target = dds::FixedView(take_scratch_[i].target_node_id);
+  if (!target.empty() && target != options_.node_id) {
+    for_other_nodes_.fetch_add(1);
     return;
   }
   if (who) {

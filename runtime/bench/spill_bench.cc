@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,15 +28,14 @@
 namespace ari::runtime {
 namespace {
 
-// Args: positions, kv (0 F16, 1 INT8).
-void BM_SpillRestore(benchmark::State& state) {
+// One slot holding a finished turn of `positions` positions in `kv` (a session is spilled
+// between two turns); null after state.SkipWithError.
+std::unique_ptr<Engine> SessionEngine(benchmark::State& state, int32_t positions, KvType kv) {
   const char* path = std::getenv("ARI_BENCH_MODEL");
   if (path == nullptr || *path == '\0') {
     state.SkipWithError("set ARI_BENCH_MODEL to a pack");
-    return;
+    return nullptr;
   }
-  const auto positions = static_cast<int32_t>(state.range(0));
-  const KvType kv = state.range(1) ? KvType::kInt8 : KvType::kF16;
   EngineOptions o;
   o.model_path = path;
   o.context_length = positions + 16;
@@ -50,12 +50,12 @@ void BM_SpillRestore(benchmark::State& state) {
   auto e = Engine::Create(o);
   if (!e) {
     state.SkipWithError(e.error().ToString().c_str());
-    return;
+    return nullptr;
   }
   Engine& eng = **e;
   if (eng.SlotKvType(0) == KvType::kF32 && kv != KvType::kF32) {
     state.SkipWithError("the reference path keeps fp32 KV: give a pack");
-    return;
+    return nullptr;
   }
   const int32_t vocab = eng.model().config().vocab_size;
   std::vector<TokenId> prompt(static_cast<size_t>(positions + 1));
@@ -66,7 +66,7 @@ void BM_SpillRestore(benchmark::State& state) {
   t.keep_context = false;
   if (auto s = eng.StartTurn(0, t); !s) {
     state.SkipWithError(s.error().ToString().c_str());
-    return;
+    return nullptr;
   }
   ChunkKnobs k;
   k.prefill_tokens = 128;
@@ -75,18 +75,26 @@ void BM_SpillRestore(benchmark::State& state) {
     auto r = eng.RunChunk(0, k);
     if (!r || r->finished) {
       state.SkipWithError(r ? "turn ended during the prefill" : r.error().ToString().c_str());
-      return;
+      return nullptr;
     }
   }
-  // Finish the turn: a session is spilled between two turns.
-  for (int c = 0; c < 64; ++c) {
+  for (int c = 0; c < 64; ++c) {  // finish the turn
     auto r = eng.RunChunk(0, k);
     if (!r) {
       state.SkipWithError(r.error().ToString().c_str());
-      return;
+      return nullptr;
     }
     if (r->finished) break;
   }
+  return std::move(*e);
+}
+
+// Args: positions, kv (0 F16, 1 INT8).
+void BM_SpillRestore(benchmark::State& state) {
+  const KvType kv = state.range(1) ? KvType::kInt8 : KvType::kF16;
+  std::unique_ptr<Engine> e = SessionEngine(state, static_cast<int32_t>(state.range(0)), kv);
+  if (!e) return;
+  Engine& eng = *e;
   const int32_t pos = eng.SlotPosition(0);
   double spill_s = 0, restore_s = 0;
   uint64_t bytes = 0;

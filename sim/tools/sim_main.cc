@@ -398,6 +398,26 @@ int ReplayCost(const Args& args, std::optional<ari::sim::HardwareProfile>& hardw
   return kOk;
 }
 
+// --mode is model or live, and no flag of the other mode is given (else a usage error).
+bool ModeFlagsFit(const Args& args, const std::string& mode) {
+  if (mode != "model" && mode != "live") {
+    Fail("replay", "--mode must be model or live");
+    return false;
+  }
+  const bool model = mode == "model";
+  const auto live_only = {"time-scale", "domain",       "cyclone-config", "calibration",
+                          "model-json", "node-timeout", "drain"};
+  const auto model_only = {"nodes", "ambient-offsets", "routing"};
+  for (const char* f : model ? live_only : model_only) {
+    if (args.Get(f)) {
+      Fail("replay",
+           std::string("--") + f + (model ? " needs --mode live" : " needs --mode model"));
+      return false;
+    }
+  }
+  return true;
+}
+
 int CmdReplay(std::span<char* const> argv) {
   static constexpr std::string_view kKnown[] = {
       "log",         "mode",       "policy",       "cost",   "json",
@@ -415,19 +435,7 @@ int CmdReplay(std::span<char* const> argv) {
            kUsage;
   }
   const std::string mode = args->Get("mode").value_or("model");
-  if (mode != "model" && mode != "live")
-    return Fail("replay", "--mode must be model or live"), kUsage;
-  if (mode == "model") {
-    for (const char* f : {"time-scale", "domain", "cyclone-config", "calibration", "model-json",
-                          "node-timeout", "drain"}) {
-      if (args->Get(f)) return Fail("replay", std::string("--") + f + " needs --mode live"), kUsage;
-    }
-  } else {
-    for (const char* f : {"nodes", "ambient-offsets", "routing"}) {
-      if (args->Get(f))
-        return Fail("replay", std::string("--") + f + " needs --mode model"), kUsage;
-    }
-  }
+  if (!ModeFlagsFit(*args, mode)) return kUsage;
   std::vector<ari::sim::CorruptRecord> corrupt;
   auto log = ari::sim::LoadDriveLog(*log_path, &corrupt);
   if (!log) return Fail("replay", log.error().message);
