@@ -58,6 +58,15 @@ int RunClientChild() {
       rep.connect_ok = 1;
       dds::CopyFixed((*client)->domain().shared_memory_note(), rep.note);
       rep.chunk_shm = (*client)->chunk_shared_memory();
+      // Both nodes known and ready first (as an app that starts with the car would find
+      // them): then both have matched this client's request writer, and each node's
+      // "ignored" count below is exact.
+      for (int t = 0; t < 400; ++t) {
+        size_t ready = 0;
+        for (const auto& v : (*client)->Nodes()) ready += v.ready && v.alive ? 1 : 0;
+        if (ready >= 2) break;
+        std::this_thread::sleep_for(50ms);
+      }
       std::vector<component::Stream> streams;
       for (int i = 0; i < kAsks; ++i) {
         component::AskParams p;

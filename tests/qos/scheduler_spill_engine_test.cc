@@ -6,6 +6,7 @@
 // the comparison can fail). A corrupt file makes the turn restart fresh, reported.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -237,7 +238,15 @@ TEST(SchedulerSpillEngine, MemoryBandSpillsIdleSessionsAndReleasesTheirPages) {
   EXPECT_EQ(sink.tokens[3], want);
   // One F16 slot of stories260K (5 layers, KV width 32) at 512 positions: K and V halves.
   const uint64_t slot_kv = 2ull * 5 * 512 * 32 * 2;
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine and shadow pages grow RssAnon by more than the ~160 kB released:
+  // the page release is checked in the Release build only.
+  std::printf("RssAnon %llu -> %llu, slot KV %llu (not checked under ASan)\n",
+              static_cast<unsigned long long>(before), static_cast<unsigned long long>(after),
+              static_cast<unsigned long long>(slot_kv));
+#else
   EXPECT_LT(after + slot_kv / 2, before) << "RssAnon " << before << " -> " << after;
+#endif
 }
 
 }  // namespace
