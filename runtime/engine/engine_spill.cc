@@ -30,23 +30,6 @@ uint64_t HeaderChecksum(SpillFileHeader h) {
   return PrefixDigest(&h, sizeof h, 0x5b11);
 }
 
-Result<void> WriteAll(int fd, const void* p, uint64_t n, const fs::path& path) {
-  const auto* b = static_cast<const std::byte*>(p);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, b, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = w < 0 ? errno : ENOSPC;
-      return MakeError(ErrorCode::kIo, "session spill " + path.parent_path().string() + ": " +
-                                           (err == ENOSPC ? "disk full: " : "cannot write: ") +
-                                           path.filename().string() + ": " + std::strerror(err));
-    }
-    b += w;
-    n -= static_cast<uint64_t>(w);
-  }
-  return {};
-}
-
 bool ReadAll(int fd, void* p, uint64_t n) {
   auto* b = static_cast<std::byte*>(p);
   while (n > 0) {
@@ -190,8 +173,8 @@ Result<uint64_t> SpillStore::Spill(const Slot& s, uint64_t session) {
     return MakeError(ErrorCode::kIo, "session spill " + dir_.string() +
                                          ": folder is not writable: " + std::strerror(errno));
   }
-  Result<void> w = WriteAll(fd, &h, sizeof h, tmp);
-  if (w) w = WriteAll(fd, packed_.get(), z, tmp);
+  Result<void> w = WriteAll(fd, &h, sizeof h, tmp, "session spill");
+  if (w) w = WriteAll(fd, packed_.get(), z, tmp, "session spill");
   if (w && ::fsync(fd) != 0) {
     w = MakeError(ErrorCode::kIo,
                   "session spill " + dir_.string() + ": fsync: " + std::strerror(errno));

@@ -37,23 +37,6 @@ uint64_t HeaderChecksum(PrefixFileHeader h, const void* ids, uint64_t n) {
   return PrefixDigest(ids, IdsBytes(n), PrefixDigest(&h, sizeof h, 0x51ed));
 }
 
-Result<void> WriteAll(int fd, const void* p, uint64_t n, const fs::path& path) {
-  const auto* b = static_cast<const std::byte*>(p);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, b, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = w < 0 ? errno : ENOSPC;
-      return MakeError(ErrorCode::kIo, "prefix cache " + path.parent_path().string() + ": " +
-                                           (err == ENOSPC ? "disk full: " : "cannot write: ") +
-                                           path.filename().string() + ": " + std::strerror(err));
-    }
-    b += w;
-    n -= static_cast<uint64_t>(w);
-  }
-  return {};
-}
-
 void Unmap(PrefixEntry& e) {
   if (e.map != nullptr) ::munmap(e.map, e.file_bytes);
   if (e.fd >= 0) ::close(e.fd);
@@ -62,6 +45,25 @@ void Unmap(PrefixEntry& e) {
 }
 
 }  // namespace
+
+Result<void> WriteAll(int fd, const void* p, uint64_t n, const fs::path& path,
+                      std::string_view what) {
+  const auto* b = static_cast<const std::byte*>(p);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = w < 0 ? errno : ENOSPC;
+      return MakeError(ErrorCode::kIo, std::string(what) + " " + path.parent_path().string() +
+                                           ": " +
+                                           (err == ENOSPC ? "disk full: " : "cannot write: ") +
+                                           path.filename().string() + ": " + std::strerror(err));
+    }
+    b += w;
+    n -= static_cast<uint64_t>(w);
+  }
+  return {};
+}
 
 uint64_t PrefixDigest(const void* p, size_t n, uint64_t seed) {
   const auto* b = static_cast<const unsigned char*>(p);
@@ -276,8 +278,8 @@ Result<const PrefixEntry*> PrefixStore::Store(const PrefixIdentity& id,
   std::vector<std::byte> head(h.header_bytes, std::byte{0});
   std::memcpy(head.data(), &h, sizeof h);
   std::memcpy(head.data() + sizeof h, tokens.data(), tokens.size_bytes());
-  Result<void> w = WriteAll(fd, head.data(), head.size(), tmp);
-  if (w) w = WriteAll(fd, payload.data(), payload.size(), tmp);
+  Result<void> w = WriteAll(fd, head.data(), head.size(), tmp, "prefix cache");
+  if (w) w = WriteAll(fd, payload.data(), payload.size(), tmp, "prefix cache");
   if (w && ::fsync(fd) != 0) {
     w = MakeError(ErrorCode::kIo,
                   "prefix cache " + dir_.string() + ": fsync: " + std::strerror(errno));

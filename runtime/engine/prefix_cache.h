@@ -24,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -118,5 +119,11 @@ class PrefixStore {
 // Bytes of a prefix file of n_tokens.
 uint64_t PrefixFileBytes(uint32_t n_tokens, uint32_t n_layers, uint32_t row_bytes);
 uint64_t PrefixDigest(const void* p, size_t n, uint64_t seed);
+
+// Writes n bytes to fd (EINTR retried); a short write is kIo naming `what` (e.g.
+// "prefix cache"), the folder, the file and "disk full" for ENOSPC. Shared by the prefix
+// cache and the session spill files.
+Result<void> WriteAll(int fd, const void* p, uint64_t n, const std::filesystem::path& path,
+                      std::string_view what);
 
 }  // namespace ari::runtime::engine_internal
