@@ -192,6 +192,7 @@ StepResult Scheduler::Step() {
   stepping_ = true;
   int64_t now = clock_.NowNs();
   ApplyCancelsAndDeadlines(now);
+  RefuseInStandby();
   lk.unlock();
   Deliver();
 
@@ -199,6 +200,7 @@ StepResult Scheduler::Step() {
   ReadInputs(now, in);
 
   lk.lock();
+  StandbyBoundary(lk);
   now = clock_.NowNs();
   uint64_t parked_id = 0;
   const uint64_t newcomer = ParkForNewcomer(lk, now, &parked_id);

@@ -224,6 +224,60 @@ struct FallbackEvent {
   bool mapped_now = false;  // kEngaged: Acquire() was called for this transition
 };
 
+// Memory yield on command (docs/scheduler.md "Standby", docs/memory.md "Memory yield").
+// RequestStandby: from the next boundary no new turn starts (CRITICAL ones only as
+// StandbyCritical says); turns in progress finish (kFinish) or, non-CRITICAL ones, are
+// parked in a park area (kPark; those without a free area finish). Once no turn runs on
+// the main engine, its idle sessions are spilled (or forgotten without a spill folder) and
+// ChunkRunner::ReleaseMemory hands the model's pages and the KV arena back. RequestResume:
+// ChunkRunner::Rewarm at the next boundary, then everything waiting runs again. Requests
+// held meanwhile keep their deadlines (DEADLINE_MISSED when one passes): each still gets
+// exactly one terminal.
+enum class StandbyInFlight : uint8_t { kFinish, kPark };
+enum class StandbyCritical : uint8_t {
+  kServe,   // a CRITICAL request resumes the engine, runs, and the node yields again after
+  kRefuse,  // a CRITICAL request is REJECTED ("node in standby") while standby is commanded
+};
+struct StandbyOptions {
+  StandbyInFlight in_flight = StandbyInFlight::kFinish;
+  StandbyCritical critical = StandbyCritical::kServe;
+  bool drop_page_cache = false;  // the model file's pages also leave the page cache
+};
+enum class StandbyState : uint8_t {
+  kActive,    // serving
+  kEntering,  // commanded: in-flight work finishing (or a CRITICAL served meanwhile)
+  kStandby,   // memory released (or its release failed: see the last StandbyEvent)
+  kResuming,  // Rewarm in progress
+};
+std::string_view StandbyStateName(StandbyState s);  // "active", "entering", ...
+enum class StandbyAnswer : uint8_t {
+  kAccepted,
+  kAlready,     // STANDBY while commanded, RESUME while not
+  kInProgress,  // RESUME while the engine is being re-warmed
+  kShutdown,
+};
+std::string_view StandbyAnswerName(StandbyAnswer a);
+
+enum class StandbyEventKind : uint8_t {
+  kEntering,       // STANDBY took effect at this boundary (`parked` turns parked for it)
+  kReleased,       // the engine's memory was released (`yield`)
+  kReleaseFailed,  // ReleaseMemory refused (`message`): work stays held, memory stays
+  kResumed,        // RESUME: the engine was re-warmed (`warmed_bytes`, `duration_ns`)
+  kAutoResumed,    // CRITICAL request `id` re-warmed the engine during standby
+  kRewarmFailed,   // Rewarm reported an error (`message`); serving continues regardless
+};
+std::string_view StandbyEventName(StandbyEventKind k);
+
+struct StandbyEvent {
+  StandbyEventKind kind = StandbyEventKind::kEntering;
+  uint64_t id = 0;
+  int32_t parked = 0;
+  runtime::MemoryYield yield;
+  uint64_t warmed_bytes = 0;
+  int64_t duration_ns = 0;   // ReleaseMemory / Rewarm time (clock time)
+  std::string_view message;  // call-time only
+};
+
 class ChunkSink {
  public:
   virtual ~ChunkSink() = default;
@@ -234,6 +288,7 @@ class ChunkSink {
   virtual void OnStep(const StepInfo& /*step*/) {}
   virtual void OnFallback(const FallbackEvent& /*event*/) {}
   virtual void OnPark(const ParkEvent& /*event*/) {}
+  virtual void OnStandby(const StandbyEvent& /*event*/) {}
 };
 
 struct SchedulerOptions {
@@ -256,6 +311,7 @@ struct SchedulerOptions {
   // mapped), step again after this long so the ladder can relax and the fallback be
   // unmapped without waiting for the next request. 0: only when requests arrive.
   int64_t idle_memory_poll_ms = 250;
+  StandbyOptions standby;  // RequestStandby's behaviour
 };
 
 struct StepResult {
@@ -296,6 +352,12 @@ class Scheduler {
   void Run(const std::stop_token& stop);
   // Stops admitting and ends every live request with SHUTDOWN.
   void Shutdown(std::string_view message = "shutdown");
+
+  // Memory yield (see StandbyOptions above). Thread-safe; the step thread acts on them at
+  // its next boundary (Run() is woken).
+  StandbyAnswer RequestStandby();
+  StandbyAnswer RequestResume();
+  StandbyState standby_state() const;
 
   size_t live_requests() const;
   std::array<uint32_t, kNumUrgencies> QueueDepths() const;
@@ -342,6 +404,9 @@ class Scheduler {
   ParkPlan FindPark(int64_t now) const;
   // With mu_ held (released around ParkSlot): parks for the newcomer; its id, or 0.
   uint64_t ParkForNewcomer(std::unique_lock<std::mutex>& lk, int64_t now, uint64_t* victim);
+  // With mu_ held (released around ParkSlot): parks started turn `id` (for request
+  // `for_id`, 0 = for standby); false when it could not (then park_blocked_).
+  bool ParkTurn(std::unique_lock<std::mutex>& lk, uint64_t id, uint64_t for_id);
   // With mu_ held: the newcomer in the slot its park freed, else the normal Pick.
   Live* PickAfterPark(int64_t now, uint64_t newcomer, int* slot, bool* keep_context);
   runtime::ChunkRunner* EngineOf(bool fallback) { return fallback ? fallback_engine_ : &engine_; }
@@ -370,6 +435,16 @@ class Scheduler {
   // inputs_ reset for a new step, keeping the reading's source string and its capacity (a
   // sensor label exceeds the small-string buffer: a fresh copy would allocate every step).
   GovernorInputs& FreshInputs();
+  // Standby (scheduler_standby.cc). With mu_ held: true when `r` may not run now because
+  // standby is commanded.
+  bool HeldByStandby(const Live& r) const;
+  // With mu_ held: CRITICAL requests refused under StandbyCritical::kRefuse.
+  void RefuseInStandby();
+  // With mu_ held (released around the engine calls): parks for / releases / re-warms at
+  // this boundary as the command and the waiting work say.
+  void StandbyBoundary(std::unique_lock<std::mutex>& lk);
+  void ReleaseForStandby(std::unique_lock<std::mutex>& lk, int32_t parked);
+  void RewarmEngine(std::unique_lock<std::mutex>& lk, uint64_t for_id);
   // With mu_ held: records the decision; true when it differs from the last one emitted.
   bool NoteDecision(const Decision& d);
   // With mu_ held: claims the picked request's slot, maps the knobs of its chunk.
@@ -424,6 +499,13 @@ class Scheduler {
   uint64_t released_slot_bytes_ = 0;                 // KV pages handed back by spill_idle_sessions
   std::string spill_reason_;   // RestoreSession's rejection (reused: no allocation once grown)
   bool park_blocked_ = false;  // a ParkSlot failed: no new try until a turn or park ends
+  // Standby (mu_): commanded; the main engine's memory released; Rewarm running; a
+  // ReleaseMemory refused (no retry until the next STANDBY); the last kEntering reported.
+  bool standby_wanted_ = false;
+  bool mem_released_ = false;
+  bool resuming_ = false;
+  bool release_failed_ = false;
+  bool standby_noted_ = false;
 };
 
 }  // namespace ari::qos

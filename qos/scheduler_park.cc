@@ -37,6 +37,7 @@ Scheduler::ParkPlan Scheduler::FindPark(int64_t now) const {
   for (const auto& lp : live_) {
     const Live& r = *lp;
     if ((r.started && !r.parked) || not_before_[Rank(r.req.urgency)] > now) continue;
+    if (HeldByStandby(r)) continue;
     const OrderKey k = Key(r, now);
     if (!w || Rank(r.req.urgency) < Rank(w->req.urgency) ||
         (r.req.urgency == w->req.urgency && k < wk)) {
@@ -81,8 +82,16 @@ uint64_t Scheduler::ParkForNewcomer(std::unique_lock<std::mutex>& lk, int64_t no
   if (!pp.newcomer) return 0;
   const uint64_t w_id = pp.newcomer->req.id;
   const uint64_t v_id = pp.victim->req.id;
-  const int32_t slot = pp.victim->slot;
-  const bool fb = pp.victim->on_fallback;
+  if (!ParkTurn(lk, v_id, w_id)) return 0;
+  *victim = v_id;
+  return w_id;
+}
+
+bool Scheduler::ParkTurn(std::unique_lock<std::mutex>& lk, uint64_t v_id, uint64_t for_id) {
+  Live* v = Find(v_id);
+  if (!v || !v->started || v->parked) return false;
+  const int32_t slot = v->slot;
+  const bool fb = v->on_fallback;
   runtime::ChunkRunner* engine = EngineOf(fb);
   // Started requests end only on this thread: the victim stays live while unlocked.
   lk.unlock();
@@ -92,17 +101,17 @@ uint64_t Scheduler::ParkForNewcomer(std::unique_lock<std::mutex>& lk, int64_t no
   ParkEvent ev;
   ev.kind = pid ? ParkEventKind::kParked : ParkEventKind::kRefused;
   ev.id = v_id;
-  ev.for_id = w_id;
+  ev.for_id = for_id;
   ev.slot = slot;
   ev.duration_ns = t1 - t0;
   ev.on_fallback = fb;
   if (!pid) ev.message = pid.error().message;
   sink_.OnPark(ev);
   lk.lock();
-  Live* v = Find(v_id);
+  v = Find(v_id);
   if (!pid || !v) {
     park_blocked_ = true;  // retried once a turn ends or a park area frees
-    return 0;
+    return false;
   }
   v->parked = true;
   v->park_id = *pid;
@@ -113,8 +122,7 @@ uint64_t Scheduler::ParkForNewcomer(std::unique_lock<std::mutex>& lk, int64_t no
   s.session = 0;  // the conversation moved to the park area with the turn
   s.last_used_ns = t1;
   s.last_urgency = v->req.urgency;
-  *victim = v_id;
-  return w_id;
+  return true;
 }
 
 Scheduler::Live* Scheduler::PickAfterPark(int64_t now, uint64_t newcomer, int* slot,

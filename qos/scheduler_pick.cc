@@ -111,6 +111,7 @@ Scheduler::Live* Scheduler::Pick(int64_t now, int* slot, bool* keep_context) {
   for (const auto& lp : live_) {
     Live& r = *lp;
     if (not_before_[Rank(r.req.urgency)] > now) continue;  // paced
+    if (HeldByStandby(r)) continue;
     bool keep = false;
     int s = r.started && !r.parked ? r.slot : FindSlotFor(r, &keep);
     if (s < 0) continue;  // waits for a slot
@@ -126,6 +127,14 @@ Scheduler::Live* Scheduler::Pick(int64_t now, int* slot, bool* keep_context) {
 }
 
 int64_t Scheduler::NextStep(int64_t now) const {
+  // A commanded standby not yet carried out is due at once: the re-warm, or the release
+  // once nothing may run (until then the turns' own steps come first).
+  if (!standby_wanted_ && mem_released_) return now;
+  if (standby_wanted_ && !mem_released_ && !release_failed_ &&
+      std::all_of(live_.begin(), live_.end(),
+                  [this](const auto& l) { return HeldByStandby(*l); })) {
+    return now;
+  }
   if (live_.empty()) return kNever;
   int64_t next = kNever;
   bool any_ready = false;
@@ -134,7 +143,7 @@ int64_t Scheduler::NextStep(int64_t now) const {
     const int64_t nb = not_before_[Rank(r.req.urgency)];
     if (nb > now) {
       next = std::min(next, nb);
-    } else {
+    } else if (!HeldByStandby(r)) {
       bool keep = false;
       if ((r.started && !r.parked) || FindSlotFor(r, &keep) >= 0) any_ready = true;
     }

@@ -208,12 +208,14 @@ const TopicQosSpec& TopicQos(TopicKind kind) {
   static const TopicQosSpec kCancel{"ari/v2/cancel", 8, 64, false, false};
   static const TopicQosSpec kStatus{"ari/v2/node_status", 1, 1, true, true};
   static const TopicQosSpec kSimEnv{"ari/v2/sim_environment", 1, 1, false, false};
+  static const TopicQosSpec kControl{"ari/v2/control", 4, 8, false, false};
   switch (kind) {
     case TopicKind::kRequest: return kRequest;
     case TopicKind::kTokenChunk: return kChunk;
     case TopicKind::kCancel: return kCancel;
     case TopicKind::kNodeStatus: return kStatus;
     case TopicKind::kSimEnvironment: return kSimEnv;
+    case TopicKind::kControl: return kControl;
   }
   return kRequest;
 }
@@ -225,6 +227,7 @@ const dds_topic_descriptor_t* TopicDescriptor(TopicKind kind) {
     case TopicKind::kCancel: return &ari_Cancel_desc;
     case TopicKind::kNodeStatus: return &ari_NodeStatus_desc;
     case TopicKind::kSimEnvironment: return &ari_SimEnvironment_desc;
+    case TopicKind::kControl: return &ari_Control_desc;
   }
   return nullptr;
 }

@@ -129,7 +129,8 @@ class Qos {
 
 // kSimEnvironment: simulation only (ari-sim live replay -> a node configured with
 // SENSOR_DDS_REPLAY); see idl/ari.idl SimEnvironment.
-enum class TopicKind { kRequest, kTokenChunk, kCancel, kNodeStatus, kSimEnvironment };
+// kControl: STANDBY / RESUME to a node (idl/ari.idl Control).
+enum class TopicKind { kRequest, kTokenChunk, kCancel, kNodeStatus, kSimEnvironment, kControl };
 
 // The QoS table (docs/interface.md "QoS"). Reliable everywhere, KEEP_LAST, no deadline.
 struct TopicQosSpec {

@@ -111,10 +111,10 @@ std::expected<RouteChoice, NoRoute> ChooseNode(std::span<const RouteNode> nodes,
     }
     return RouteChoice{best, ttft(best)};
   }
-  // Lower classes: avoid hot nodes and nodes under memory pressure when any other is
-  // eligible.
+  // Lower classes: avoid hot nodes, nodes under memory pressure and nodes in standby when
+  // any other is eligible.
   auto avoid = [&](int i) {
-    return ThermalBand(nodes[i], w) == Band::kHot || nodes[i].memory_level > 0;
+    return ThermalBand(nodes[i], w) == Band::kHot || nodes[i].memory_level > 0 || nodes[i].standby;
   };
   if (!std::all_of(cand.begin(), cand.end(), avoid)) std::erase_if(cand, avoid);
   // Least loaded, then fastest; equal nodes share by spread_key.
@@ -200,7 +200,11 @@ std::expected<RouteNode, std::string> ParseNodeStatus(const ari_NodeStatus& s, i
   v.ready = s.state == ari_NODE_READY;
   v.model_hash = s.model_hash;
   v.thermal_band = s.thermal_band;
+  if (s.standby < ari_STANDBY_NONE || s.standby > ari_STANDBY_RESUMING) {
+    return std::unexpected("standby state " + std::to_string(static_cast<int>(s.standby)));
+  }
   v.memory_level = s.memory_level;
+  v.standby = s.standby != ari_STANDBY_NONE;
   v.alive = alive;
   v.slots_busy = s.sessions_in_use;
   v.slots_total = s.sessions_total;

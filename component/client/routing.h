@@ -51,6 +51,8 @@ struct RouteNode {
   int thermal_band = -1;          // the node governor's band (informational), -1 unknown
   std::string thermal_band_name;  // its name in the node's policy
   uint32_t memory_level = 0;      // memory ladder: 0 = no pressure, k = k-th band (1 mildest)
+  bool standby = false;           // memory yield commanded (NodeStatus.standby not NONE):
+                                  // non-CRITICAL work waits there for a RESUME
 };
 
 // The model hash as routing and ari-cli print it: 16 lower-case hex digits.

@@ -74,6 +74,22 @@ class GuardedRunner final : public runtime::ChunkRunner {
   runtime::Result<runtime::ParkId> ParkSlot(int32_t slot) override { return inner_.ParkSlot(slot); }
   runtime::Result<void> ResumeParked(runtime::ParkId id, int32_t slot) override;
   void DropParked(runtime::ParkId id) override { inner_.DropParked(id); }
+  // Parked sessions on disk and memory yield: forwarded as well (the defaults would make
+  // the spill folder and STANDBY no-ops in ari-node).
+  runtime::Result<uint64_t> SpillSlot(int32_t slot, uint64_t session) override {
+    return inner_.SpillSlot(slot, session);
+  }
+  runtime::Result<bool> RestoreSession(int32_t slot, uint64_t session,
+                                       std::string* rejected) override {
+    return inner_.RestoreSession(slot, session, rejected);
+  }
+  void ForgetSession(uint64_t session) override { inner_.ForgetSession(session); }
+  uint64_t ReleaseSlotPages(int32_t slot) override { return inner_.ReleaseSlotPages(slot); }
+  runtime::Result<runtime::MemoryYield> ReleaseMemory(bool drop_page_cache) override {
+    return inner_.ReleaseMemory(drop_page_cache);
+  }
+  runtime::Result<uint64_t> Rewarm() override { return inner_.Rewarm(); }
+  bool memory_released() const override { return inner_.memory_released(); }
 
  private:
   runtime::ChunkRunner& inner_;

@@ -425,6 +425,14 @@ Result<void> Node::CreateScheduler(int32_t max_prefill_chunk) {
   so.temperature = temperature_.get();
   so.max_prefill_chunk = max_prefill_chunk;
   so.fallback = fallback_.get();
+  const config::StandbyConfig& sb = config_.standby();
+  so.standby.in_flight = sb.in_flight() == config::StandbyConfig::IN_FLIGHT_PARK
+                             ? qos::StandbyInFlight::kPark
+                             : qos::StandbyInFlight::kFinish;
+  so.standby.critical = sb.critical() == config::StandbyConfig::CRITICAL_REFUSE
+                            ? qos::StandbyCritical::kRefuse
+                            : qos::StandbyCritical::kServe;
+  so.standby.drop_page_cache = sb.drop_page_cache();
   Node* self = this;
   so.memory = [self]() -> std::optional<thermal::MemoryReading> {
     if (self->memory_source_) {
@@ -465,7 +473,7 @@ Result<void> Node::OpenTransport(const NodeOverrides& ov) {
     if (!pem) return std::unexpected(pem.error());
     identity_pem = std::move(*pem);
   }
-  if (!domain && env_) {  // the environment reader shares the transport's domain
+  if (!domain && (env_ || config_.standby().enabled())) {  // shared with env replay, control
     auto d = dds::Domain::Create(dopt);
     if (!d) return std::unexpected(d.error());
     domain = std::move(*d);
@@ -485,7 +493,8 @@ Result<void> Node::OpenTransport(const NodeOverrides& ov) {
   if (env_) {
     if (auto r = env_->Start(domain); !r) return std::unexpected(r.error());
   }
-  return {};
+  domain_ = domain;
+  return CheckStandbyConfig();
 }
 
 void Node::LogSetup() const {
@@ -501,6 +510,16 @@ void Node::LogSetup() const {
 Result<void> Node::GoLive() {
   StartScheduler();
   Node* self = this;
+  if (config_.standby().enabled()) {
+    control_ = std::make_unique<ControlReceiver>(
+        transport_->node_id(), [self](const ari_Control& c) { self->OnControl(c); });
+    if (auto r = control_->Start(domain_); !r) return std::unexpected(r.error());
+    Log("standby: reading ari/v2/control (in flight: %s, CRITICAL in standby: %s%s)",
+        config_.standby().in_flight() == config::StandbyConfig::IN_FLIGHT_PARK ? "park" : "finish",
+        config_.standby().critical() == config::StandbyConfig::CRITICAL_REFUSE ? "refused"
+                                                                               : "served",
+        dds_security_ ? ", senders checked by DDS Security" : ", WITHOUT DDS Security");
+  }
   if (auto r = transport_->Start(
           [self](const ari_Request& r, const RequestInfo& i) { self->OnRequest(r, i); },
           [self](const ari_Cancel& c) { self->OnCancel(c); });
@@ -519,6 +538,7 @@ Result<void> Node::GoLive() {
 }
 
 Node::~Node() {
+  if (control_) control_->Stop();
   if (transport_) transport_->Stop();
   StopScheduler();
   if (scheduler_) scheduler_->Shutdown("node destroyed");

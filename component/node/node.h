@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "component/client/error.h"
+#include "component/node/control_receiver.h"
 #include "component/node/fallback_model.h"
 #include "component/node/identity.h"
 #include "component/node/model_guard.h"
@@ -102,6 +103,7 @@ class Node final : public qos::ChunkSink {
   void OnDecision(const qos::Decision& decision, int64_t now_ns) override;
   void OnFallback(const qos::FallbackEvent& event) override;
   void OnPark(const qos::ParkEvent& event) override;
+  void OnStandby(const qos::StandbyEvent& event) override;
 
   // The memory ladder's fallback model (null when none is configured).
   const FallbackModel* fallback_model() const { return fallback_.get(); }
@@ -166,6 +168,12 @@ class Node final : public qos::ChunkSink {
   // is known: NodeTransport), handled by OnDispose.
   void OnCancel(const ari_Cancel& cancel);
   void OnDispose(uint64_t key_hi, uint64_t key_lo);
+  // A STANDBY / RESUME addressed to this node (control receive thread): forwarded to the
+  // scheduler, logged; answers that change nothing count as control_ignored.
+  void OnControl(const ari_Control& control);
+  // standby.enabled: the control reader may exist only under DDS Security, or when the
+  // config says accept_without_security (node_standby.cc).
+  Result<void> CheckStandbyConfig() const;
   void EraseKey(const RequestKey& key, uint64_t id);  // from by_key_ if it maps to id (mu_)
   void Refuse(const ari_Request& request, ari_ChunkStatus status, std::string_view message);
   // Publish accounting (NodeStatus publish_failures_*): counts a failed write by its
@@ -208,6 +216,8 @@ class Node final : public qos::ChunkSink {
   std::unique_ptr<StructuredOutput> structured_;  // before scheduler_: its constraints outlive it
   std::unique_ptr<qos::Scheduler> scheduler_;
   std::unique_ptr<NodeTransport> transport_;
+  std::unique_ptr<ControlReceiver> control_;  // standby.enabled: ari/v2/control
+  std::shared_ptr<dds::Domain> domain_;       // shared by transport, env replay and control
   std::jthread sched_thread_;
 
   std::mutex mu_;  // guards everything below up to the atomics
@@ -251,6 +261,10 @@ class Node final : public qos::ChunkSink {
   // NodeStatus KV lifecycle counters (scheduler thread writes, status thread reads).
   std::atomic<uint64_t> sessions_spilled_{0}, sessions_restored_{0}, spill_rejected_{0};
   std::atomic<uint64_t> spill_failures_{0}, prefix_hits_{0};
+  // Memory yield (NodeStatus standby_entered / control_ignored); a standby transition asks
+  // the Serve() thread for a NodeStatus at once (status_due_).
+  std::atomic<uint64_t> standby_entered_{0}, control_ignored_{0};
+  std::atomic<bool> status_due_{false};
   int64_t start_ns_ = 0;
   int64_t ready_ms_ = 0;
 };

@@ -5,9 +5,15 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "ari.h"
+#include "qos/scheduler.h"
 #include "thermal/clock.h"
 
 namespace ari::component::node_internal {
+
+// The process's resident set (/proc/self/statm; 0 when unreadable). No allocation.
+uint64_t ResidentSetBytes();
+ari_StandbyState WireStandby(qos::StandbyState s);  // node_standby.cc
 
 inline int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
 

@@ -66,6 +66,10 @@ void Node::PublishStatus(ari_NodeState state) {
   s.spill_rejected = spill_rejected_.load();
   s.spill_failures = spill_failures_.load();
   s.prefix_hits = prefix_hits_.load();
+  s.standby = node_internal::WireStandby(scheduler_->standby_state());
+  s.rss_bytes = node_internal::ResidentSetBytes();
+  s.standby_entered = standby_entered_.load();
+  s.control_ignored = control_ignored_.load();
   if (auto r = transport_->PublishStatus(s); !r) {
     CountPublishFailure(r.error());
     // Logged once: the status is republished every period, the counter keeps counting.
@@ -102,7 +106,7 @@ int Node::Serve(int signal_fd) {
   bool stop = false;
   while (!stop && !stop_requested_.load()) {
     pollfd pfd{signal_fd, POLLIN, 0};
-    const int n = signal_fd >= 0 ? poll(&pfd, 1, std::min(period_ms, 200)) : (usleep(50'000), 0);
+    const int n = signal_fd >= 0 ? poll(&pfd, 1, std::min(period_ms, 100)) : (usleep(50'000), 0);
     if (n > 0 && (pfd.revents & POLLIN)) {
       signalfd_siginfo si{};
       if (read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
@@ -121,6 +125,7 @@ int Node::Serve(int signal_fd) {
       }
     }
     const int64_t now = NowNs();
+    if (status_due_.exchange(false)) PublishStatus(ari_NODE_READY);  // a standby transition
     if (now - last_ns >= static_cast<int64_t>(period_ms) * 1'000'000) {
       const uint64_t t = tokens_total_.load();
       tokens_per_s_ = static_cast<float>((t - last_tokens) / ((now - last_ns) * 1e-9));
@@ -142,7 +147,9 @@ void Node::Drain(int signal_fd) {
                                                            : 30000) *
         1'000'000;
     const int64_t until = NowNs() + timeout_ns;
-    while (scheduler_->live_requests() > 0 && NowNs() < until) {
+    // In standby the waiting requests would wait for a RESUME: they end with SHUTDOWN.
+    while (scheduler_->live_requests() > 0 && NowNs() < until &&
+           scheduler_->standby_state() != qos::StandbyState::kStandby) {
       pollfd pfd{signal_fd, POLLIN, 0};
       if (signal_fd >= 0 && poll(&pfd, 1, 20) > 0) {
         signalfd_siginfo si{};
@@ -156,6 +163,7 @@ void Node::Drain(int signal_fd) {
       }
     }
   }
+  if (control_) control_->Stop();
   StopScheduler();
   transport_->Stop();  // no more requests after this point
   scheduler_->Shutdown("node shutting down");

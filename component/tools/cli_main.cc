@@ -16,6 +16,11 @@
 //   status [--timeout-ms N]       print the node's current NodeStatus
 //   watch [--count N] [--duration-ms N]   print every NodeStatus as it arrives
 //   cancel REQUEST_ID             (the id ask prints on stderr)
+//   control standby|resume [--node NODE_ID] [--timeout-ms N]
+//       memory yield on command (topic ari/v2/control, docs/memory.md "Memory yield"):
+//       STANDBY hands the node's model pages and KV arena back, RESUME re-warms them;
+//       prints the node's standby state and RSS once it changed. Under DDS Security only
+//       identities granted publish on ari/v2/control may send it (exit 5 otherwise).
 // Exit codes (ask): 0 DONE, 1 usage, 3 node absent, 4 node lost mid-stream,
 // 5 REJECTED/BUSY/INVALID/FORBIDDEN, 6 DEADLINE_MISSED, 7 CANCELLED, 8 FAILED/SHUTDOWN,
 // 9 other error (timeout, DDS). status/watch: 0, or 3 when no node answers.
@@ -24,12 +29,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "component/client/chunk_trace_text.h"
 #include "component/client/client.h"
+#include "component/client/control.h"
 #include "component/client/routing.h"
 
 namespace {
@@ -77,12 +84,22 @@ int ExitCodeForError(const Error& e) {
   }
 }
 
+const char* StandbyName(int s) {
+  switch (s) {
+    case ari_STANDBY_NONE: return "none";
+    case ari_STANDBY_ENTERING: return "entering";
+    case ari_STANDBY_IN: return "in standby";
+    case ari_STANDBY_RESUMING: return "resuming";
+    default: return "?";
+  }
+}
+
 void PrintStatus(const ari_NodeStatus& s) {
   const auto U = [&](int i) { return s.queue_depth[i]; };
   std::printf(
       "node %s %s seq %u up %llu ms | %.1f C (%s) | decision %s | reason %s | queues "
       "C%u H%u N%u B%u | sessions %u/%u | mem %llu MiB (memory level %u) | %.1f tok/s | band %d "
-      "%s | model %s %s (%s; precision switch %s)\n",
+      "%s | model %s %s (%s; precision switch %s) | standby %s, RSS %llu MiB\n",
       dds::FixedView(s.node_id).data(), NodeStateName(dds::RawEnum(s.state)), s.status_seq,
       static_cast<unsigned long long>(s.uptime_ms), s.temperature_c,
       dds::RawEnum(s.sensor_state) == ari_SENSOR_OK          ? "ok"
@@ -94,7 +111,8 @@ void PrintStatus(const ari_NodeStatus& s) {
       static_cast<unsigned long long>(s.memory_available_bytes >> 20), s.memory_level,
       s.tokens_per_s, s.thermal_band, dds::FixedView(s.thermal_band_name).data(),
       dds::FixedView(s.model).data(), ModelHashText(s.model_hash).c_str(),
-      dds::FixedView(s.pack).data(), s.can_switch_precision ? "yes" : "no");
+      dds::FixedView(s.pack).data(), s.can_switch_precision ? "yes" : "no",
+      StandbyName(dds::RawEnum(s.standby)), static_cast<unsigned long long>(s.rss_bytes >> 20));
   std::fflush(stdout);
 }
 
@@ -125,7 +143,8 @@ int Usage(FILE* out = stderr) {
                "      (chat form: system, turns, then PROMPT as the last user turn)\n"
                "  status [--timeout-ms N]\n"
                "  watch [--count N] [--duration-ms N]\n"
-               "  cancel REQUEST_ID\n");
+               "  cancel REQUEST_ID\n"
+               "  control standby|resume [--node NODE_ID] [--timeout-ms N]\n");
   return 1;
 }
 
@@ -260,6 +279,52 @@ int Ask(Client& client, std::vector<std::string>& args) {
   return ExitCodeForStatus(sum->status);
 }
 
+// `control standby|resume`: one command to one node, then its NodeStatus once the
+// standby state reached what was asked (IN after STANDBY, NONE after RESUME).
+int Control(Client& c, std::shared_ptr<dds::Domain> domain, const std::string& sender_id,
+            const std::vector<std::string>& args) {
+  if (args.empty() || (args[0] != "standby" && args[0] != "resume")) return Usage();
+  const bool standby = args[0] == "standby";
+  std::string node = "ari-node";
+  long timeout_ms = 10000;
+  for (size_t k = 1; k + 1 < args.size(); k += 2) {
+    if (args[k] == "--node")
+      node = args[k + 1];
+    else if (args[k] == "--timeout-ms")
+      timeout_ms = std::atol(args[k + 1].c_str());
+    else
+      return Usage();
+  }
+  auto sender = ControlSender::Create(std::move(domain), sender_id);
+  if (!sender) {
+    std::fprintf(stderr, "ari-cli: %s\n", sender.error().ToString().c_str());
+    return sender.error().dds_rc == DDS_RETCODE_NOT_ALLOWED_BY_SECURITY ||
+                   sender.error().message.find("DDS Security") != std::string::npos
+               ? 5
+               : 9;
+  }
+  const auto wait = std::chrono::milliseconds(timeout_ms);
+  if (auto r = (*sender)->Send(node, standby ? ari_CONTROL_STANDBY : ari_CONTROL_RESUME, wait);
+      !r) {
+    std::fprintf(stderr, "ari-cli: %s\n", r.error().ToString().c_str());
+    return 9;
+  }
+  const int want = standby ? ari_STANDBY_IN : ari_STANDBY_NONE;
+  auto s = c.WaitForNode(wait, [&](const ari_NodeStatus& st) {
+    return dds::FixedView(st.node_id) == node && dds::RawEnum(st.standby) == want;
+  });
+  if (!s) {
+    std::fprintf(stderr, "ari-cli: node %s did not report standby state '%s': %s\n", node.c_str(),
+                 StandbyName(want), s.error().ToString().c_str());
+    return 3;
+  }
+  std::printf("node %s: %s, RSS %.1f MiB (memory released %llu times; %llu commands ignored)\n",
+              node.c_str(), StandbyName(dds::RawEnum(s->standby)), s->rss_bytes / 1048576.0,
+              static_cast<unsigned long long>(s->standby_entered),
+              static_cast<unsigned long long>(s->control_ignored));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -281,13 +346,19 @@ int main(int argc, char** argv) {
   if (i >= argc) return Usage();
   const std::string cmd = argv[i++];
   std::vector<std::string> args(argv + i, argv + argc);
-  auto client = Client::Connect(opt);
+  auto domain = dds::Domain::Create(opt.domain);  // shared by the client and a controller
+  if (!domain) {
+    std::fprintf(stderr, "ari-cli: %s\n", domain.error().ToString().c_str());
+    return 9;
+  }
+  auto client = Client::Connect(*domain, opt);
   if (!client) {
     std::fprintf(stderr, "ari-cli: %s\n", client.error().ToString().c_str());
     return 9;
   }
   Client& c = **client;
   if (cmd == "ask") return Ask(c, args);
+  if (cmd == "control") return Control(c, *domain, opt.client_id, args);
   if (cmd == "status" || cmd == "watch") {
     long timeout_ms = 5000, count = cmd == "status" ? 1 : -1, duration_ms = -1;
     for (size_t k = 0; k + 1 < args.size(); k += 2) {

@@ -16,6 +16,7 @@
 #include "runtime/engine/engine_plan.h"
 #include "runtime/engine/engine_prefix.h"
 #include "runtime/engine/engine_spill.h"
+#include "runtime/engine/engine_standby.h"
 #include "runtime/engine/fast_forward.h"
 #include "runtime/engine/paging.h"
 #include "runtime/gguf/gguf.h"
@@ -167,6 +168,9 @@ class EngineImpl final : public Engine {
   }
   Result<uint64_t> LockMemory() override;
   uint64_t locked_bytes() const override { return engine_internal::RegionBytes(locked_); }
+  Result<MemoryYield> ReleaseMemory(bool drop_page_cache) override;
+  Result<uint64_t> Rewarm() override;
+  bool memory_released() const override { return released_; }
 
  private:
   void ApplyKnobs(const ChunkKnobs& k, ChunkResult& r);
@@ -210,6 +214,11 @@ class EngineImpl final : public Engine {
   uint64_t model_id_ = 0;                              // the prefix files' model identity
   bool building_prefix_ = false;
   uint64_t prefix_hits_ = 0, prefix_tokens_ = 0, prefix_misses_ = 0;
+  // Memory yield (ReleaseMemory / Rewarm): the anonymous regions released, to prefault
+  // again, and whether LockMemory's regions are to be locked again.
+  bool released_ = false;
+  bool relock_ = false;
+  std::vector<engine_internal::MemoryRegion> released_regions_;
 };
 
 Result<void> EngineImpl::Init(const EngineOptions& o) {
@@ -378,6 +387,71 @@ Result<uint64_t> EngineImpl::LockMemory() {
   auto r = engine_internal::LockRegions(regions);
   if (r) locked_ = std::move(regions);
   return r;
+}
+
+Result<MemoryYield> EngineImpl::ReleaseMemory(bool drop_page_cache) {
+  if (!packed_ || !model_->file().mapped()) {
+    return MakeError(ErrorCode::kUnsupported,
+                     "engine: memory yield needs a mapped pack (the reference path keeps "
+                     "its sessions' own arenas)");
+  }
+  if (released_) return MakeError(ErrorCode::kInvalidArgument, "engine: memory already released");
+  // Locked pages cannot be released (madvise EINVAL): unlock first, lock again on Rewarm.
+  relock_ = !locked_.empty();
+  if (relock_) {
+    if (engine_internal::UnlockRegions(locked_) != 0) {
+      return MakeError(ErrorCode::kIo, "engine: munlock of the locked regions failed");
+    }
+    locked_.clear();
+  }
+  std::vector<engine_internal::MemoryRegion> kv;
+  for (int32_t i = 0; i < num_slots(); ++i) {
+    ResetSlot(i);
+    const Slot& s = slots_[static_cast<size_t>(i)];
+    kv.push_back({s.kv.k, s.kv_half});
+    kv.push_back({s.kv.v, s.kv_half});
+  }
+  std::vector<engine_internal::MemoryRegion> parks;
+  parks_.AppendFreeRegions(parks);
+  MemoryYield y;
+  y.kv_bytes = engine_internal::ReleaseRegions(kv);
+  y.park_bytes = engine_internal::ReleaseRegions(parks);
+  released_regions_ = std::move(kv);
+  released_regions_.insert(released_regions_.end(), parks.begin(), parks.end());
+  released_ = true;  // from here on Rewarm restores, whatever fails below
+  auto m = engine_internal::DropMapping(model_->file().bytes());
+  if (!m) return std::unexpected(m.error());
+  y.model_bytes = *m;
+  if (drop_page_cache) {
+    if (auto d = engine_internal::DropPageCache(loaded_path_); !d)
+      return std::unexpected(d.error());
+    y.page_cache_dropped = true;
+  }
+  return y;
+}
+
+Result<uint64_t> EngineImpl::Rewarm() {
+  if (!released_) return MakeError(ErrorCode::kInvalidArgument, "engine: nothing released");
+  // The weights as the chunk loop reads them: every layer and the head; the embedding table
+  // keeps faulting per row (MADV_RANDOM, docs/memory.md "Disk embedding").
+  const PagingAdvisor advisor(model_->file());
+  std::vector<ByteRange> weights = advisor.regions().other;
+  for (const std::vector<ByteRange>& layer : advisor.regions().layers) {
+    weights.insert(weights.end(), layer.begin(), layer.end());
+  }
+  auto warmed = engine_internal::WarmMapping(model_->file().bytes(), MergeRanges(weights));
+  if (opts_.prefault) {
+    for (const engine_internal::MemoryRegion& r : released_regions_) {
+      engine_internal::Prefault(r.begin, r.bytes);
+    }
+  }
+  released_regions_.clear();
+  released_ = false;
+  if (relock_) {
+    relock_ = false;
+    if (auto l = LockMemory(); !l) return std::unexpected(l.error());
+  }
+  return warmed;
 }
 
 Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {

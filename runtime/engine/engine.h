@@ -200,6 +200,14 @@ struct EngineCounters {
   uint64_t spill_bytes = 0;        // bytes of the spill folder's files, last known
 };
 
+// What ChunkRunner::ReleaseMemory handed back (docs/memory.md "Memory yield").
+struct MemoryYield {
+  uint64_t model_bytes = 0;         // bytes of the model mapping dropped from the process
+  uint64_t kv_bytes = 0;            // slots' KV pages released (page interiors)
+  uint64_t park_bytes = 0;          // pages of park areas holding no turn, released
+  bool page_cache_dropped = false;  // the file's pages also left the page cache
+};
+
 // A prefix registered with Engine::AddPrefix.
 struct PrefixInfo {
   std::filesystem::path path;  // its cache file
@@ -264,6 +272,27 @@ class ChunkRunner {
   // halves' page interiors): the bytes released. The next turn in the slot touches them
   // again (zero-filled pages, page faults). 0 when the slot has a turn in progress.
   virtual uint64_t ReleaseSlotPages(int32_t /*slot*/) { return 0; }
+
+  // Memory yield on command (docs/memory.md "Memory yield"). Resets every slot (a turn
+  // left in one is abandoned, as a cancelled one; parked turns keep their areas), hands the
+  // slots' KV pages and the free park areas' pages back to the kernel and drops the model
+  // mapping's pages from the process (MADV_DONTNEED: clean file pages; with
+  // drop_page_cache the file's pages also leave the page cache, POSIX_FADV_DONTNEED).
+  // Memory locked by LockMemory is unlocked first and locked again by Rewarm. Idle
+  // conversations must be spilled first (SpillSlot): they are forgotten. No chunk may run
+  // until Rewarm. kInvalidArgument when already released; kUnsupported (the default) when
+  // the runner cannot yield.
+  virtual Result<MemoryYield> ReleaseMemory(bool /*drop_page_cache*/) {
+    return MakeError(ErrorCode::kUnsupported, "engine: memory yield not supported");
+  }
+  // Undoes ReleaseMemory: MADV_WILLNEED over the mapped weights (not the embedding table,
+  // read per row as at start), then reads them in (MADV_POPULATE_READ, or a read per page),
+  // rewrites the released KV and park pages (prefault) and locks again what was locked. The
+  // model bytes warmed. kInvalidArgument when nothing is released.
+  virtual Result<uint64_t> Rewarm() {
+    return MakeError(ErrorCode::kUnsupported, "engine: memory yield not supported");
+  }
+  virtual bool memory_released() const { return false; }
 };
 
 class Engine : public ChunkRunner {

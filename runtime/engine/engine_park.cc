@@ -48,6 +48,12 @@ void ParkStore::AppendRegions(std::vector<MemoryRegion>& out) const {
   for (const Area& a : areas_) out.push_back({a.mem.get(), area_bytes_});
 }
 
+void ParkStore::AppendFreeRegions(std::vector<MemoryRegion>& out) const {
+  for (const Area& a : areas_) {
+    if (!a.used) out.push_back({a.mem.get(), area_bytes_});
+  }
+}
+
 void CopyKvRows(const std::byte* from, std::byte* to, int32_t layers, int32_t ctx,
                 int32_t compact_rows, int32_t positions, size_t row_bytes, bool to_compact) {
   const size_t n = static_cast<size_t>(positions) * row_bytes;

@@ -37,6 +37,8 @@ class ParkStore {
                     int32_t max_output, bool packed, bool prefault);
   // The areas' memory (Engine::LockMemory).
   void AppendRegions(std::vector<MemoryRegion>& out) const;
+  // The memory of the areas holding no turn (memory yield: their pages may be released).
+  void AppendFreeRegions(std::vector<MemoryRegion>& out) const;
   int32_t size() const { return static_cast<int32_t>(areas_.size()); }
   uint64_t bytes_per_area() const { return area_bytes_; }
   bool holds(ParkId id) const {

@@ -88,6 +88,8 @@ class GgufFile {
   uint32_t alignment() const { return alignment_; }
   const std::string& name() const { return name_; }
   std::span<const std::byte> bytes() const { return bytes_; }
+  // The bytes are this file's own read-only mapping (Open), not a caller's buffer (Parse).
+  bool mapped() const { return map_ != nullptr; }
   uint64_t data_offset() const { return data_offset_; }  // start of tensor data section
   // End of the tensor-info table (before alignment padding). A file without tensors may
   // end right here (vocab-only GGUFs do), so data_offset() is then clamped to the size.

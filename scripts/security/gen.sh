@@ -5,22 +5,26 @@
 #   <name>.pem/<name>.key         identity of the node and of every client (CN=<name>)
 #   governance.p7s                signed governance (config/security/governance.xml)
 #   permissions.p7s               signed permissions: the node may read requests (also in
-#                                 partition ari-critical) and write chunks/status; every
-#                                 listed publisher may write requests and cancels (a
-#                                 --critical-client also requests in partition
-#                                 ari-critical); readers may only read
+#                                 partition ari-critical) and control commands and write
+#                                 chunks/status; every listed publisher may write requests
+#                                 and cancels (a --critical-client also requests in
+#                                 partition ari-critical, a --controller also STANDBY /
+#                                 RESUME on ari/v2/control); readers may only read
 #   cyclonedds-<name>.xml         loopback Cyclone config with the Security section
 #                                 (from config/cyclonedds-secure.xml.in) per identity
 #
 # usage: scripts/security/gen.sh OUT_DIR [--node NAME] [--client NAME]...
-#                                 [--critical-client NAME]... [--reader NAME]...
-#                                 [--node-without-critical]
+#                                 [--critical-client NAME]... [--controller NAME]...
+#                                 [--reader NAME]... [--node-without-critical]
 #   --node NAME    the ari-node identity (default: ari-node)
 #   --client NAME  an app allowed to publish Requests (repeatable)
 #   --critical-client NAME  as --client, and may publish Requests in the DDS partition
 #                  ari-critical: the CRITICAL right in DDS access control (the client
 #                  library writes CRITICAL there, the node reads it there; docs/deployment.md
 #                  "Security")
+#   --controller NAME  as --client, and may publish on ari/v2/control: the right to put
+#                  the node in standby and resume it (docs/memory.md "Memory yield"); any
+#                  other identity's control writer is refused by DDS access control
 #   --node-without-critical  the node may NOT subscribe in partition ari-critical (tests:
 #                  such a node serves no CRITICAL request under DDS Security)
 #   --reader NAME  an authenticated app that may only read chunks/status (repeatable)
@@ -37,6 +41,7 @@ shift
 node="ari-node"
 clients=()
 critical=()
+controllers=()
 readers=()
 node_critical="ari/v2/request"
 while [[ $# -gt 0 ]]; do
@@ -44,6 +49,7 @@ while [[ $# -gt 0 ]]; do
     --node) node="$2"; shift 2 ;;
     --client) clients+=("$2"); shift 2 ;;
     --critical-client) clients+=("$2"); critical+=("$2"); shift 2 ;;
+    --controller) clients+=("$2"); controllers+=("$2"); shift 2 ;;
     --reader) readers+=("$2"); shift 2 ;;
     --node-without-critical) node_critical=""; shift ;;
     *) echo "gen.sh: unknown argument $1" >&2; exit 1 ;;
@@ -119,12 +125,14 @@ for c in "${clients[@]}" "${readers[@]}"; do ident "$c"; done
   echo '<dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
   echo '     xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_permissions.xsd">'
   echo '  <permissions>'
-  grant "$node" "ari/v2/token_chunk ari/v2/node_status" "ari/v2/request ari/v2/cancel" \
-    "" "$node_critical"
+  grant "$node" "ari/v2/token_chunk ari/v2/node_status" \
+    "ari/v2/request ari/v2/cancel ari/v2/control" "" "$node_critical"
   for c in "${clients[@]}"; do
     crit_pub=""
+    pub="ari/v2/request ari/v2/cancel"
     for k in "${critical[@]}"; do [[ "$k" == "$c" ]] && crit_pub="ari/v2/request"; done
-    grant "$c" "ari/v2/request ari/v2/cancel" "ari/v2/token_chunk ari/v2/node_status" "$crit_pub"
+    for k in "${controllers[@]}"; do [[ "$k" == "$c" ]] && pub="$pub ari/v2/control"; done
+    grant "$c" "$pub" "ari/v2/token_chunk ari/v2/node_status" "$crit_pub"
   done
   for r in "${readers[@]}"; do
     grant "$r" "" "ari/v2/token_chunk ari/v2/node_status"

@@ -166,6 +166,20 @@ class NodeProcess {
     pid_ = -1;
     return -1;
   }
+  // Waits up to `timeout` for the process to exit on its own: its exit code (as Stop).
+  int Wait(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    if (pid_ <= 0) return -1;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return Stop(SIGKILL);
+  }
   pid_t pid() const { return pid_; }
   std::string Log() const {
     std::ifstream in(log_);

@@ -14,7 +14,8 @@
 //   - an unauthenticated participant (plain loopback config) never discovers the node;
 //   - an authenticated app without publish rights cannot even create the request topic;
 //   - only a --critical-client identity may create a Request writer in partition
-//     ari-critical (the DDS half of the CRITICAL right, docs/deployment.md "Security").
+//     ari-critical (the DDS half of the CRITICAL right, docs/deployment.md "Security");
+//   - only a --controller identity may send STANDBY / RESUME (ari/v2/control).
 // Plus the identity mapping itself: SHA-256 vectors, DER walking on bad input, and the
 // GUID prefix computed from a certificate equals the GUID Cyclone gives a participant
 // authenticated with it.
@@ -229,6 +230,7 @@ class Secure : public ::testing::Test {
                                     "app-unlisted",      "--client",  "app-plain",
                                     "--reader",          "app-reader"};
     if (node_without_critical_) ids.push_back("--node-without-critical");
+    if (standby_) ids.insert(ids.end(), {"--controller", "app-ctl"});
     return ids;
   }
   void SetUp() override {
@@ -247,6 +249,7 @@ class Secure : public ::testing::Test {
         << "limits { max_max_tokens: 16 client_rate_per_s: 0 }\n"
         << "sensor { kind: SENSOR_NONE }\nstatus_period_ms: 200\nthreads: 1\n"
         << "security { critical_identity_certs: \"app-crit.pem\" }\n";
+    if (standby_) cfg << "standby { enabled: true }\n";
     cfg.close();
     ASSERT_TRUE(node_.Start(dir_ / "node.textproto", dir_ / "node.log"));
     // The authorized client sees the node (authentication + discovery done).
@@ -284,6 +287,7 @@ class Secure : public ::testing::Test {
   NodeProcess node_;
   std::string out_;
   bool node_without_critical_ = false;  // gen.sh --node-without-critical
+  bool standby_ = false;                // gen.sh --controller app-ctl, standby.enabled
 };
 
 TEST_F(Secure, AuthorizedClientsAreServedAndCriticalNeedsTheRight) {
@@ -339,6 +343,40 @@ TEST_F(SecureNodeWithoutCritical, ServesNoCriticalRequest) {
   EXPECT_EQ(CriticalFromDefaultPartition(dir_, "app-crit"), ari_STATUS_FORBIDDEN) << node_.Log();
   EXPECT_EQ(node_.Log().find("DONE (CRITICAL)"), std::string::npos) << node_.Log();
   EXPECT_EQ(Ask("app-crit", "normal"), 0) << out_ << node_.Log();
+}
+
+// Memory yield on command under DDS Security: only app-ctl (gen.sh --controller) may write
+// ari/v2/control. Everyone else's writer is refused by their own Cyclone (DDS access
+// control), so the node never sees the command; the controller's STANDBY and RESUME act,
+// and a CRITICAL request in standby is still answered (CRITICAL_SERVE, the default).
+class SecureStandby : public Secure {
+ protected:
+  SecureStandby() { standby_ = true; }
+};
+
+TEST_F(SecureStandby, OnlyPermittedControllersMayCommandStandby) {
+  EXPECT_NE(node_.Log().find("senders checked by DDS Security"), std::string::npos) << node_.Log();
+  for (const char* who : {"app-plain", "app-crit"}) {
+    EXPECT_EQ(Cli(who, {"control", "standby", "--timeout-ms", "3000"}), 5) << who << out_;
+    EXPECT_NE(out_.find("Not Allowed By Security"), std::string::npos) << out_;
+  }
+  EXPECT_EQ(node_.Log().find("control: STANDBY"), std::string::npos) << node_.Log();
+  ASSERT_EQ(Cli("app-crit", {"status"}), 0) << out_;
+  EXPECT_NE(out_.find("standby none"), std::string::npos) << out_;
+
+  ASSERT_EQ(Cli("app-ctl", {"control", "standby", "--timeout-ms", "20000"}), 0)
+      << out_ << node_.Log();
+  EXPECT_NE(out_.find("in standby"), std::string::npos) << out_;
+  EXPECT_NE(node_.Log().find("control: STANDBY from app-ctl (seq 1): accepted"), std::string::npos)
+      << node_.Log();
+  EXPECT_NE(node_.Log().find("standby: released"), std::string::npos) << node_.Log();
+  EXPECT_EQ(Ask("app-crit", "critical"), 0) << out_ << node_.Log();
+  EXPECT_NE(node_.Log().find("standby: auto-resumed for a CRITICAL request"), std::string::npos)
+      << node_.Log();
+  ASSERT_EQ(Cli("app-ctl", {"control", "resume", "--timeout-ms", "20000"}), 0)
+      << out_ << node_.Log();
+  EXPECT_NE(out_.find("node ari-node: none"), std::string::npos) << out_;
+  EXPECT_EQ(Ask("app-plain", "normal"), 0) << out_ << node_.Log();
 }
 
 TEST_F(Secure, UnauthenticatedParticipantNeverDiscoversTheNode) {
