@@ -16,10 +16,17 @@
 #  6. client "nav" sends a CRITICAL navigation command constrained by the registered schema
 #     navigation_destination (config/schemas/): the answer is JSON, ends FORMAT_COMPLETE,
 #     and is parsed and checked here by Python's json module (no code shared with ARI);
-#  7. with --nodes 2 only: a second ari-node (node id ari-node-2) joins the domain; a long
+#  7. slot parking (docs/scheduler.md): a short-lived second node ari-node-park (same domain,
+#     every request pinned to it) runs the demo policy with critical_reserved_slots: 0 and
+#     longer NORMAL/HIGH pauses; client "chat2" (NORMAL) and "media" (HIGH) fill both
+#     session slots, then "nav" sends a CRITICAL request: the NORMAL turn is parked at a
+#     chunk boundary, CRITICAL runs in its slot, the NORMAL turn resumes later; shown: the
+#     merged streams, the node log's park/resume lines, every result (all must be DONE, and
+#     the park must be there); the node is stopped by PID with SIGTERM and must exit 0;
+#  8. with --nodes 2 only: a second ari-node (node id ari-node-2) joins the domain; a long
 #     BACKGROUND request is pinned to the first node, and a CRITICAL navigation prompt,
 #     routed by the client library (docs/routing.md), goes to the idle second node;
-#  8. stop the node(s) by PID with SIGTERM and check they exit 0.
+#  9. stop the node(s) by PID with SIGTERM and check they exit 0.
 set -euo pipefail
 BUILD="${1:?usage: demo.sh <build dir> [--nodes 1|2]}"
 NODES=1
@@ -78,7 +85,8 @@ echo "== Starting ari-node (domain $DOMAIN, loopback config, replayed heat ramp,
     >"$OUT/node.log" 2>&1 &
 NODE_PID=$!
 START_MS=$(date +%s%3N)
-cleanup() { kill -TERM "$NODE_PID" 2>/dev/null || true; }
+PARK_PID=""  # the slot parking step's node while it runs
+cleanup() { kill -TERM "$NODE_PID" ${PARK_PID:+"$PARK_PID"} 2>/dev/null || true; }
 trap cleanup EXIT
 "${CLI[@]}" status --timeout-ms 15000
 grep "ready in" "$OUT/node.log" || true
@@ -171,6 +179,95 @@ PY
 fi
 echo "   (exit code: nav JSON $JSON_RC)"
 
+PARK_RC=0
+echo
+echo "== Slot parking: both session slots busy (NORMAL + HIGH), then a CRITICAL request"
+echo "   A second, short-lived node ari-node-park (every request here is pinned to it with"
+echo "   ari-cli ask --node; log: $OUT/node_park.log) runs the demo policy with"
+echo "   critical_reserved_slots: 0, so NORMAL and HIGH can take both session slots, and pauses"
+echo "   per chunk of 10 ms (NORMAL) and 40 ms (HIGH), so both still run when CRITICAL arrives;"
+echo "   its sensor replays a flat 55 C:"
+sed -E -e 's/^critical_reserved_slots: [0-9]+/critical_reserved_slots: 0/' \
+    -e '/urgency: NORMAL band: "normal"/s/pause_ms: [0-9]+/pause_ms: 10/' \
+    -e '/urgency: HIGH band: "normal"/s/pause_ms: [0-9]+/pause_ms: 40/' \
+    "$OUT/policy_demo.textproto" >"$OUT/policy_park.textproto"
+{ echo "time_s,celsius"; for t in $(seq 0 120); do echo "$t,55"; done; } >"$OUT/flat_55c.csv"
+sed -E -e "s|^policy_path: .*|policy_path: \"$OUT/policy_park.textproto\"|" \
+    -e 's|node_id: "ari-node"|node_id: "ari-node-park"|' \
+    -e "s|^sensor \{.*|sensor { kind: SENSOR_REPLAY replay_csv: \"$OUT/flat_55c.csv\" }|" \
+    "$OUT/node_demo.textproto" >"$OUT/node_park.textproto"
+grep -hE '^(critical_reserved_slots|session_slots):|urgency: (NORMAL|HIGH) band: "normal"' \
+    "$OUT/node_park.textproto" "$OUT/policy_park.textproto" |
+  sed -E 's/ +#.*//; s/core_class.*(pause_ms: [0-9]+).*/... \1 .../; s/^/   /'
+"$NODE" --config "$OUT/node_park.textproto" --model "$MODEL" --domain "$DOMAIN" \
+    >"$OUT/node_park.log" 2>&1 &
+PARK_PID=$!
+for _ in $(seq 100); do grep -q "ready in" "$OUT/node_park.log" && break; sleep 0.1; done
+grep "ready in" "$OUT/node_park.log" || true
+# Waits (up to 5 s) for the first chunk of an `ask --chunks` output file.
+first_chunk() {
+  for _ in $(seq 500); do grep -q '^    \[ran ' "$1" && return 0; sleep 0.01; done
+  return 1
+}
+chunks_of() { grep -c '^    \[ran ' "$1" || true; }
+set +e
+"${CLI[@]}" --client chat2 ask --node ari-node-park --urgency normal --max-tokens 448 --chunks \
+    "$PROMPT_N" >"$OUT/park_normal.out" 2>"$OUT/park_normal.err" &
+PN_PID=$!
+first_chunk "$OUT/park_normal.out"
+"${CLI[@]}" --client media ask --node ari-node-park --urgency high --max-tokens 448 --chunks \
+    "$PROMPT_N" >"$OUT/park_high.out" 2>"$OUT/park_high.err" &
+PH_PID=$!
+first_chunk "$OUT/park_high.out"
+echo "-- chat2 (NORMAL, $(chunks_of "$OUT/park_normal.out") chunks so far) and media (HIGH," \
+     "$(chunks_of "$OUT/park_high.out") so far) are streaming; now nav: CRITICAL, deadline 3 s"
+"${CLI[@]}" --client nav ask --node ari-node-park --urgency critical --deadline-ms 3000 \
+    --max-tokens 32 --chunks "$PROMPT_C" >"$OUT/park_critical.out" 2>"$OUT/park_critical.err"
+PC_RC=$?
+wait "$PN_PID"
+PN_RC=$?
+wait "$PH_PID"
+PH_RC=$?
+set -e
+echo "-- the three streams merged by arrival time (time, client, chunk #, text):"
+sort -s -k1,1 <(grep -hv '^    \[' "$OUT/park_normal.out" "$OUT/park_high.out" \
+    "$OUT/park_critical.out") |
+  awk '{c=$2; if (c!=last) {print; n=0} else if (++n<2) print; else if (n==2) print "   ..."; last=c}'
+echo "   (chat2 resumes when media ends: after a HIGH chunk its pause holds NORMAL back too,"
+echo "   docs/scheduler.md \"Pacing\")"
+echo "-- node log (ari-node-park; request ids in arrival order: 1 chat2, 2 media, 3 nav):"
+grep -E "slot parking|DONE|CANCELLED|FAILED|DEADLINE|REJECTED" "$OUT/node_park.log" |
+  sed 's/^\[ari-node\] /   /' | cut -c1-150 || true
+echo "-- results:"
+cat "$OUT/park_critical.err" "$OUT/park_normal.err" "$OUT/park_high.err" | grep -v '^request ' ||
+  true
+echo "   (exit codes: nav $PC_RC, chat2 $PN_RC, media $PH_RC)"
+if grep -q "slot parking: request 1 parked (slot [0-9]*, for 3," "$OUT/node_park.log" &&
+    grep -q "slot parking: request 1 resumed" "$OUT/node_park.log"; then
+  echo "   chat2's NORMAL turn was parked for nav's CRITICAL one and resumed afterwards"
+else
+  echo "   expected chat2's turn (request 1) parked for nav's (request 3) and resumed"
+  PARK_RC=1
+fi
+grep -q "^nav DONE:" "$OUT/park_critical.err" || PARK_RC=1
+grep -q "^chat2 DONE:" "$OUT/park_normal.err" || PARK_RC=1
+grep -q "^media DONE:" "$OUT/park_high.err" || PARK_RC=1
+[[ $PC_RC -eq 0 && $PN_RC -eq 0 && $PH_RC -eq 0 ]] || PARK_RC=1
+echo "== Stopping ari-node-park (PID $PARK_PID) with SIGTERM"
+kill -TERM "$PARK_PID" 2>/dev/null || true  # if it died already, wait says how
+set +e
+wait "$PARK_PID"
+PARK_NODE_RC=$?
+set -e
+PARK_PID=""
+if [[ $PARK_NODE_RC -eq 0 ]]; then
+  echo "   ari-node-park exited 0"
+else
+  echo "   ari-node-park exited with $PARK_NODE_RC (expected 0)"
+  PARK_RC=1
+fi
+echo "   (exit code: slot parking $PARK_RC)"
+
 ROUTE_RC=0
 if [[ "$NODES" == 2 ]]; then
   echo
@@ -231,4 +328,5 @@ if [[ $NODE_RC -ne 0 ]]; then
   exit 1
 fi
 echo "ari-node exited 0"
-[[ $NAV_RC -eq 0 && $CHAT_RC -eq 0 && $HIGH_RC -eq 0 && $JSON_RC -eq 0 && $ROUTE_RC -eq 0 ]]
+[[ $NAV_RC -eq 0 && $CHAT_RC -eq 0 && $HIGH_RC -eq 0 && $JSON_RC -eq 0 && $PARK_RC -eq 0 &&
+   $ROUTE_RC -eq 0 ]]
