@@ -30,9 +30,9 @@
 //    "isa_speed": {"scalar": 0.1, "avx2": 1.0, "avx512vnni": 1.3, ...},
 //    "nominal_khz": {"performance": 2400000, "efficiency": 1800000},   (optional)
 //    "freq_sensitivity": {"prefill": 1.0, "decode": 0.5},              (optional)
-//    "park_ms_per_1k_positions": 4.0,                                   (optional)
-//    "spill_ms_per_1k_positions": 20.0,                                 (optional)
-//    "restore_ms_per_1k_positions": 8.0,                                (optional)
+//    "park_ms_per_1k_positions": 0.8,                                   (optional)
+//    "spill_ms_per_1k_positions": 48.0,                                 (optional)
+//    "restore_ms_per_1k_positions": 31.0,                               (optional)
 //    "layer_drop_cost": {"layers": 24, "source": "...",                 (optional)
 //                        "prefill": [1, 0.97, ...], "decode": [1, 0.96, ...]},
 //    "entries": [{"precision": "w8a16", "threads": 2, "isa": "avx2", "layer_drop": 0,
@@ -102,16 +102,18 @@ struct CostModel {
   std::vector<double> drop_cost_prefill, drop_cost_decode;
   int drop_cost_layers = 0;
   std::string drop_cost_source;
-  // Park (or resume) time per 1000 KV positions of the turn, ms (see above).
+  // Park (or resume) time per 1000 KV positions of the turn, ms (see above). Default:
+  // park_bench, llama-0.3b shape, F16 KV, 1024 positions, idle AMD EPYC (docs/memory.md).
   double park_ms_per_1k_positions = kDefaultParkMsPer1kPositions;
-  static constexpr double kDefaultParkMsPer1kPositions = 4.0;
+  static constexpr double kDefaultParkMsPer1kPositions = 0.8;
   double ParkSeconds(int positions) const { return park_ms_per_1k_positions * positions * 1e-6; }
   // Spill (restore) time per 1000 KV positions of an idle session, ms (see above). The
-  // defaults are placeholders until spill_bench is run on an idle host.
+  // defaults: spill_bench, llama-0.3b shape, F16 KV, 1024 positions, idle AMD EPYC, the
+  // spill folder on its virtio disk (docs/memory.md "Parked sessions on disk").
   double spill_ms_per_1k_positions = kDefaultSpillMsPer1kPositions;
   double restore_ms_per_1k_positions = kDefaultRestoreMsPer1kPositions;
-  static constexpr double kDefaultSpillMsPer1kPositions = 20.0;
-  static constexpr double kDefaultRestoreMsPer1kPositions = 8.0;
+  static constexpr double kDefaultSpillMsPer1kPositions = 48.0;
+  static constexpr double kDefaultRestoreMsPer1kPositions = 31.0;
   double SpillSeconds(int positions) const { return spill_ms_per_1k_positions * positions * 1e-6; }
   double RestoreSeconds(int positions) const {
     return restore_ms_per_1k_positions * positions * 1e-6;

@@ -218,6 +218,7 @@ class EngineImpl final : public Engine {
   // again, and whether LockMemory's regions are to be locked again.
   bool released_ = false;
   bool relock_ = false;
+  bool precision_used_[2] = {false, false};  // [W8, W4] ran since start: Rewarm warms them
   std::vector<engine_internal::MemoryRegion> released_regions_;
 };
 
@@ -432,12 +433,23 @@ Result<MemoryYield> EngineImpl::ReleaseMemory(bool drop_page_cache) {
 
 Result<uint64_t> EngineImpl::Rewarm() {
   if (!released_) return MakeError(ErrorCode::kInvalidArgument, "engine: nothing released");
-  // The weights as the chunk loop reads them: every layer and the head; the embedding table
-  // keeps faulting per row (MADV_RANDOM, docs/memory.md "Disk embedding").
-  const PagingAdvisor advisor(model_->file());
-  std::vector<ByteRange> weights = advisor.regions().other;
-  for (const std::vector<ByteRange>& layer : advisor.regions().layers) {
-    weights.insert(weights.end(), layer.begin(), layer.end());
+  // The packed matrices of the precisions run since start (W8A16 when none ran yet): what
+  // the chunk loop will read. The other precision, the norms and the embedding table (read
+  // per row, MADV_RANDOM: docs/memory.md "Disk embedding") fault in on first use.
+  std::vector<ByteRange> weights;
+  for (int pi = 0; pi < 2; ++pi) {
+    if (!precision_used_[pi] && (pi != 0 || precision_used_[1])) continue;
+    const auto prec = pi == 0 ? kernels::PackedPrecision::kW8 : kernels::PackedPrecision::kW4;
+    auto add = [&](const kernels::PackedMatrix& m) {
+      weights.push_back({reinterpret_cast<uintptr_t>(m.data),
+                         static_cast<size_t>(kernels::PackedBytes(prec, m.rows, m.cols))});
+    };
+    for (const PackedLayer& L : packed_->layers[static_cast<size_t>(pi)]) {
+      for (const kernels::PackedMatrix* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+        add(*m);
+      }
+    }
+    add(packed_->classifier[static_cast<size_t>(pi)]);
   }
   auto warmed = engine_internal::WarmMapping(model_->file().bytes(), MergeRanges(weights));
   if (opts_.prefault) {
@@ -578,6 +590,7 @@ Result<float*> EngineImpl::Forward(Slot& s, int32_t n, Precision p) {
     s.position = s.ref->position();
     return s.ref->mutable_last_logits().data();
   }
+  precision_used_[p == Precision::kW4A8 ? 1 : 0] = true;
   auto r =
       ff_.Run(toks, s.position, s.kv,
               p == Precision::kW4A8 ? kernels::PackedPrecision::kW4 : kernels::PackedPrecision::kW8,

@@ -285,10 +285,11 @@ class ChunkRunner {
   virtual Result<MemoryYield> ReleaseMemory(bool /*drop_page_cache*/) {
     return MakeError(ErrorCode::kUnsupported, "engine: memory yield not supported");
   }
-  // Undoes ReleaseMemory: MADV_WILLNEED over the mapped weights (not the embedding table,
-  // read per row as at start), then reads them in (MADV_POPULATE_READ, or a read per page),
-  // rewrites the released KV and park pages (prefault) and locks again what was locked. The
-  // model bytes warmed. kInvalidArgument when nothing is released.
+  // Undoes ReleaseMemory: MADV_WILLNEED over the packed weights of the precisions that ran
+  // since start (W8A16 when none did; the other precision, the norms and the embedding
+  // table fault in on first use), then reads them in (MADV_POPULATE_READ, or a read per
+  // page), rewrites the released KV and park pages (prefault) and locks again what was
+  // locked. The model bytes warmed. kInvalidArgument when nothing is released.
   virtual Result<uint64_t> Rewarm() {
     return MakeError(ErrorCode::kUnsupported, "engine: memory yield not supported");
   }
