@@ -221,6 +221,7 @@ void DecideMemory(const Policy& p, const GovernorState& s, const GovernorInputs&
     a.kv_int8 |= b.kv_int8;
     a.use_fallback_model |= b.use_fallback_model;
     a.spill_idle_sessions |= b.spill_idle_sessions;
+    a.park_to_disk |= b.park_to_disk;
     if (b.context_cap != 0)
       a.context_cap = a.context_cap == 0 ? b.context_cap : std::min(a.context_cap, b.context_cap);
     if (b.output_cap != 0)
@@ -234,6 +235,7 @@ void DecideMemory(const Policy& p, const GovernorState& s, const GovernorInputs&
     if (a.output_cap != 0) r.Appendf(" out<=%u", a.output_cap);
     if (a.use_fallback_model) r.Append(" fallback-model");
     if (a.spill_idle_sessions) r.Append(" spill-idle");
+    if (a.park_to_disk) r.Append(" park-to-disk");
   }
 }
 

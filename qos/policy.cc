@@ -121,6 +121,7 @@ Result<Policy> Convert(const pb::Policy& p, const TextFormat::ParseInfoTree* tre
     mb.actions.output_cap = b.actions().output_cap();
     mb.actions.use_fallback_model = b.actions().use_fallback_model();
     mb.actions.spill_idle_sessions = b.actions().spill_idle_sessions();
+    mb.actions.park_to_disk = b.actions().park_to_disk();
     out.memory_bands.push_back(std::move(mb));
   }
   out.knobs.resize(out.thermal_bands.size());
@@ -336,6 +337,7 @@ void PolicyToProto(const Policy& policy, pb::Policy* proto) {
     a->set_output_cap(b.actions.output_cap);
     a->set_use_fallback_model(b.actions.use_fallback_model);
     a->set_spill_idle_sessions(b.actions.spill_idle_sessions);
+    a->set_park_to_disk(b.actions.park_to_disk);
   }
   for (size_t band = 0; band < policy.knobs.size() && band < policy.thermal_bands.size(); ++band) {
     for (Urgency u : kAllUrgencies) {

@@ -77,6 +77,7 @@ struct MemoryActions {
   uint32_t output_cap = 0;   // 0 = no cap
   bool use_fallback_model = false;
   bool spill_idle_sessions = false;  // idle sessions' KV to disk, slot pages released
+  bool park_to_disk = false;         // parked turns' KV to disk, park areas released
 
   bool operator==(const MemoryActions&) const = default;
 };

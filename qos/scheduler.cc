@@ -217,6 +217,9 @@ StepResult Scheduler::Step() {
   const bool changed = NoteDecision(d);
 
   const bool spill_idle = d.memory.spill_idle_sessions;
+  const bool park_to_disk = d.memory.park_to_disk;
+  const bool release_free_parks = park_to_disk && !park_to_disk_on_;
+  park_to_disk_on_ = park_to_disk;
   if (!r) {
     StepResult res;
     res.next_step_ns = MemoryPoll(now, NextStep(now));
@@ -224,6 +227,7 @@ StepResult Scheduler::Step() {
     lk.unlock();
     if (changed) sink_.OnDecision(d, now);
     if (spill_idle) SpillIdleSessions();
+    if (park_to_disk) OffloadParkedTurns(release_free_parks);
     EndStep();
     return res;
   }
@@ -248,6 +252,7 @@ StepResult Scheduler::Step() {
   lk.unlock();
   Deliver();
   if (spill_idle) SpillIdleSessions();
+  if (park_to_disk) OffloadParkedTurns(release_free_parks);
   EndStep();
   return res;
 }
@@ -334,6 +339,7 @@ Scheduler::ChunkPlan Scheduler::ClaimChunk(Live& r, int slot, const Decision& d)
     plan.resume = true;
     plan.park_id = r.park_id;
     r.parked = false;
+    r.offloaded = false;
     r.park_id = -1;
     r.slot = slot;
     Slot& s = SlotsOf(r.on_fallback)[static_cast<size_t>(slot)];

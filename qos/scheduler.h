@@ -183,8 +183,12 @@ enum class ParkEventKind : uint8_t {
   kSpillFailed,    // it could not be written (`message`): the conversation is forgotten
   kRestored,       // `session`'s conversation was restored into `slot` for its turn `id`
   kSpillRejected,  // its spill file was not trusted (`message`): the session restarts fresh
+  // Parked turns on disk (memory ladder park_to_disk, standby; ChunkRunner::OffloadParked):
+  kOffloaded,      // parked turn `id`'s KV went to the spill folder, its area's pages freed
+  kOffloadFailed,  // it could not (`message`): the turn stays parked in RAM
 };
-// "parked", "resumed", "refused", "spilled", "spill-failed", "restored", "spill-rejected"
+// "parked", "resumed", "refused", "spilled", "spill-failed", "restored", "spill-rejected",
+// "offloaded", "offload-failed"
 std::string_view ParkEventName(ParkEventKind k);
 
 struct ParkEvent {
@@ -455,6 +459,10 @@ class Scheduler {
   bool SpillAndRestore(const Live& r, const ChunkPlan& plan);
   // Without mu_: the memory action spill_idle_sessions (scheduler.cc).
   void SpillIdleSessions();
+  // Without mu_: the memory action park_to_disk (scheduler_park.cc): every parked turn of
+  // the main engine not on disk yet goes there; `release_free` also hands back the free
+  // park areas' pages.
+  void OffloadParkedTurns(bool release_free);
   runtime::Result<runtime::ChunkResult> RunPlannedChunk(const Live& r, const ChunkPlan& plan,
                                                         bool keep_context);
   // Without mu_ held: the sink's OnChunk (tokens came out) and OnStep.
@@ -497,8 +505,9 @@ class Scheduler {
   GovernorInputs inputs_;  // this step's; the reading is filled in place (ReadInputs)
   std::array<int64_t, kNumUrgencies> not_before_{};  // pacing, per class rank
   uint64_t released_slot_bytes_ = 0;                 // KV pages handed back by spill_idle_sessions
-  std::string spill_reason_;   // RestoreSession's rejection (reused: no allocation once grown)
-  bool park_blocked_ = false;  // a ParkSlot failed: no new try until a turn or park ends
+  std::string spill_reason_;      // RestoreSession's rejection (reused: no allocation once grown)
+  bool park_blocked_ = false;     // a ParkSlot failed: no new try until a turn or park ends
+  bool park_to_disk_on_ = false;  // the last decision's park_to_disk (edge: free areas released)
   // Standby (mu_): commanded; the main engine's memory released; Rewarm running; a
   // ReleaseMemory refused (no retry until the next STANDBY); the last kEntering reported.
   bool standby_wanted_ = false;

@@ -20,6 +20,7 @@ struct Scheduler::Live {
   int32_t slot = -1;
   bool parked = false;  // the turn sits in a park area (slot = -1) until it resumes
   runtime::ParkId park_id = -1;
+  bool offloaded = false;        // park_to_disk handled this park (on disk, or tried once)
   bool on_fallback = false;      // the slot is on the fallback engine
   int64_t waiting_since_ns = 0;  // aging of a started (preempted) request
   int32_t generated = 0;

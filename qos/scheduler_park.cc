@@ -1,6 +1,7 @@
 // Slot parking: a higher-class request takes the slot of the lowest-class turn in progress
 // when every slot is busy; the turn moves to a park area and resumes later. See scheduler.h
 // ("Slot parking") and docs/scheduler.md.
+#include <array>
 #include <string>
 
 #include "qos/scheduler.h"
@@ -17,6 +18,8 @@ std::string_view ParkEventName(ParkEventKind k) {
     case ParkEventKind::kSpillFailed: return "spill-failed";
     case ParkEventKind::kRestored: return "restored";
     case ParkEventKind::kSpillRejected: return "spill-rejected";
+    case ParkEventKind::kOffloaded: return "offloaded";
+    case ParkEventKind::kOffloadFailed: return "offload-failed";
   }
   return "?";
 }
@@ -123,6 +126,34 @@ bool Scheduler::ParkTurn(std::unique_lock<std::mutex>& lk, uint64_t v_id, uint64
   s.last_used_ns = t1;
   s.last_urgency = v->req.urgency;
   return true;
+}
+
+void Scheduler::OffloadParkedTurns(bool release_free) {
+  // The step thread: parked turns change only here and in Step, so the ids stay valid.
+  std::array<std::pair<uint64_t, runtime::ParkId>, 64> todo{};
+  size_t n = 0;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& lp : live_) {
+      const Live& r = *lp;
+      if (r.parked && !r.offloaded && !r.on_fallback && n < todo.size()) {
+        todo[n++] = {r.req.id, r.park_id};
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t t0 = clock_.NowNs();
+    runtime::Result<uint64_t> w = engine_.OffloadParked(todo[i].second);
+    ParkEvent ev;
+    ev.kind = w ? ParkEventKind::kOffloaded : ParkEventKind::kOffloadFailed;
+    ev.id = todo[i].first;
+    ev.duration_ns = clock_.NowNs() - t0;
+    if (!w) ev.message = w.error().message;
+    sink_.OnPark(ev);
+    std::lock_guard lk(mu_);
+    if (Live* r = Find(todo[i].first)) r->offloaded = true;  // a failure is not retried
+  }
+  if (release_free) released_slot_bytes_ += engine_.ReleaseFreeParkAreas();
 }
 
 Scheduler::Live* Scheduler::PickAfterPark(int64_t now, uint64_t newcomer, int* slot,

@@ -142,6 +142,7 @@ void Scheduler::ReleaseForStandby(std::unique_lock<std::mutex>& lk, int32_t park
   // No turn runs on the main engine and none may start: this thread owns its slots.
   lk.unlock();
   SpillIdleSessions();
+  OffloadParkedTurns(false);  // parked turns' KV to disk too, when there is a spill folder
   const int64_t t0 = clock_.NowNs();
   runtime::Result<runtime::MemoryYield> y = engine_.ReleaseMemory(opt_.standby.drop_page_cache);
   StandbyEvent ev;

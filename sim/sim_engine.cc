@@ -130,7 +130,27 @@ runtime::Result<void> SimEngine::ResumeParked(runtime::ParkId id, int32_t slot) 
   Advance(sec);
   park_s_ += sec;
   ++resumes_done_;
+  if (a.on_disk) {
+    const double back = cost_.RestoreSeconds(a.state.position);
+    Advance(back);
+    spill_s_ += back;
+    a.on_disk = false;
+  }
   return {};
+}
+
+runtime::Result<uint64_t> SimEngine::OffloadParked(runtime::ParkId id) {
+  if (id < 0 || static_cast<size_t>(id) >= parks_.size() || !parks_[static_cast<size_t>(id)].used) {
+    return runtime::MakeError(runtime::ErrorCode::kInvalidArgument, "sim engine: bad park id");
+  }
+  ParkArea& a = parks_[static_cast<size_t>(id)];
+  if (a.on_disk) return uint64_t{0};
+  a.on_disk = true;
+  const double sec = cost_.SpillSeconds(a.state.position);
+  Advance(sec);
+  spill_s_ += sec;
+  ++parks_offloaded_;
+  return static_cast<uint64_t>(a.state.position) * 64;  // a nominal file size
 }
 
 runtime::Result<uint64_t> SimEngine::SpillSlot(int32_t slot, uint64_t session) {
@@ -184,7 +204,7 @@ uint64_t SimEngine::ReleaseSlotPages(int32_t slot) {
 
 void SimEngine::DropParked(runtime::ParkId id) {
   if (id >= 0 && static_cast<size_t>(id) < parks_.size())
-    parks_[static_cast<size_t>(id)].used = false;
+    parks_[static_cast<size_t>(id)] = ParkArea{};
 }
 
 }  // namespace ari::sim

@@ -16,6 +16,9 @@
 // preallocated table (64 sessions; the oldest is forgotten when full) and advances the
 // clock by CostModel::SpillSeconds; RestoreSession brings it back into a slot for
 // CostModel::RestoreSeconds. ari-tune thus weighs the ladder's spill_idle_sessions.
+// Parked turns on disk (the ladder's park_to_disk): OffloadParked charges
+// CostModel::SpillSeconds(the turn's positions) and the turn's resume
+// CostModel::RestoreSeconds on top of the park cost.
 //
 // CPU frequency caps: SetFrequencyCaps() sets the cap in force per cluster class; a
 // chunk's duration uses the cap of its class at the chunk's start (CostModel::
@@ -67,6 +70,7 @@ class SimEngine final : public runtime::ChunkRunner {
   runtime::Result<bool> RestoreSession(int32_t slot, uint64_t session,
                                        std::string* rejected) override;
   uint64_t ReleaseSlotPages(int32_t slot) override;
+  runtime::Result<uint64_t> OffloadParked(runtime::ParkId id) override;
 
   // CPU frequency caps in kHz (0 = uncapped) from now on, per cluster class.
   void SetFrequencyCaps(uint32_t performance_khz, uint32_t efficiency_khz) {
@@ -81,7 +85,8 @@ class SimEngine final : public runtime::ChunkRunner {
   double park_seconds() const { return park_s_; }  // parks + resumes
   int64_t spills() const { return spills_done_; }
   int64_t restores() const { return restores_done_; }
-  double spill_seconds() const { return spill_s_; }  // spills + restores
+  double spill_seconds() const { return spill_s_; }  // spills + restores (+ parked turns')
+  int64_t parks_offloaded() const { return parks_offloaded_; }
 
  private:
   struct Slot {
@@ -95,6 +100,7 @@ class SimEngine final : public runtime::ChunkRunner {
   struct ParkArea {
     Slot state;
     bool used = false;
+    bool on_disk = false;  // OffloadParked: the resume also pays the restore
   };
   void Advance(double seconds);  // clock + observer ticks
 
@@ -102,7 +108,7 @@ class SimEngine final : public runtime::ChunkRunner {
   thermal::ManualClock& clock_;
   std::vector<Slot> slots_;
   std::vector<ParkArea> parks_;
-  int64_t parks_done_ = 0, resumes_done_ = 0;
+  int64_t parks_done_ = 0, resumes_done_ = 0, parks_offloaded_ = 0;
   double park_s_ = 0;
   struct Spilled {
     uint64_t session = 0;  // 0 = free entry

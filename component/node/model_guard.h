@@ -84,6 +84,10 @@ class GuardedRunner final : public runtime::ChunkRunner {
     return inner_.RestoreSession(slot, session, rejected);
   }
   void ForgetSession(uint64_t session) override { inner_.ForgetSession(session); }
+  runtime::Result<uint64_t> OffloadParked(runtime::ParkId id) override {
+    return inner_.OffloadParked(id);
+  }
+  uint64_t ReleaseFreeParkAreas() override { return inner_.ReleaseFreeParkAreas(); }
   uint64_t ReleaseSlotPages(int32_t slot) override { return inner_.ReleaseSlotPages(slot); }
   runtime::Result<runtime::MemoryYield> ReleaseMemory(bool drop_page_cache) override {
     return inner_.ReleaseMemory(drop_page_cache);

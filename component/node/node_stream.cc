@@ -509,6 +509,8 @@ void Node::OnPark(const qos::ParkEvent& ev) {
     case qos::ParkEventKind::kParked:
     case qos::ParkEventKind::kResumed:
     case qos::ParkEventKind::kRefused:
+    case qos::ParkEventKind::kOffloaded:
+    case qos::ParkEventKind::kOffloadFailed:
       Log("slot parking: request %llu %.*s (slot %d, for %llu, %.2f ms)%s%.*s",
           static_cast<unsigned long long>(ev.id), static_cast<int>(what.size()), what.data(),
           ev.slot, static_cast<unsigned long long>(ev.for_id), ev.duration_ns / 1e6,

@@ -103,6 +103,8 @@ class EngineImpl final : public Engine {
     c.spill_rejected = sc.rejected;
     c.spill_failures = sc.failures;
     c.spill_bytes = sc.bytes_on_disk;
+    c.parks_offloaded = sc.parks_offloaded;
+    c.parks_reloaded = sc.parks_reloaded;
     return c;
   }
   Result<PrefixInfo> AddPrefix(std::span<const TokenId> tokens, Precision p) override {
@@ -127,6 +129,8 @@ class EngineImpl final : public Engine {
     return parks_.Resume(id, slots_[static_cast<size_t>(slot)]);
   }
   void DropParked(ParkId id) override { parks_.Drop(id); }
+  Result<uint64_t> OffloadParked(ParkId id) override { return parks_.Offload(id); }
+  uint64_t ReleaseFreeParkAreas() override { return parks_.ReleaseFree(); }
   Result<uint64_t> SpillSlot(int32_t slot, uint64_t session) override {
     if (slot < 0 || slot >= num_slots()) {
       return MakeError(ErrorCode::kInvalidArgument, "engine: slot " + std::to_string(slot));
@@ -277,6 +281,7 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
         !r) {
       return r;
     }
+    parks_.set_disk(&spills_);  // parked turns may go to disk too (OffloadParked)
   }
   if (packed_ && PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_)) {
     ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);

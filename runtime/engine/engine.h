@@ -198,6 +198,8 @@ struct EngineCounters {
   uint64_t spill_rejected = 0;     // spill files not trusted (corrupt, truncated, foreign)
   uint64_t spill_failures = 0;     // spills that could not be written (bound, disk full)
   uint64_t spill_bytes = 0;        // bytes of the spill folder's files, last known
+  uint64_t parks_offloaded = 0;    // parked turns whose KV went to disk (OffloadParked)
+  uint64_t parks_reloaded = 0;     // ... and came back for their resume
 };
 
 // What ChunkRunner::ReleaseMemory handed back (docs/memory.md "Memory yield").
@@ -268,6 +270,17 @@ class ChunkRunner {
     return false;
   }
   virtual void ForgetSession(uint64_t /*session*/) {}
+  // Parked turns on disk (memory ladder action park_to_disk, docs/memory.md "Parked turns
+  // on disk"): OffloadParked writes parked turn `id`'s KV rows and history to the spill
+  // folder (zstd, as a session spill, file "*.kvpark") and releases its area's KV pages;
+  // ResumeParked then reads them back first (an untrusted or missing file is kIo: the turn
+  // cannot continue). The bytes written, 0 when already on disk. kUnsupported without a
+  // spill folder (the default). ReleaseFreeParkAreas hands the pages of the areas holding
+  // no turn back (the next park touches them again): the bytes released.
+  virtual Result<uint64_t> OffloadParked(ParkId /*id*/) {
+    return MakeError(ErrorCode::kUnsupported, "engine: parked turns stay in RAM");
+  }
+  virtual uint64_t ReleaseFreeParkAreas() { return 0; }
   // Resets an idle slot and hands its KV pages back to the kernel (MADV_DONTNEED of the
   // halves' page interiors): the bytes released. The next turn in the slot touches them
   // again (zero-filled pages, page faults). 0 when the slot has a turn in progress.

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/engine/engine_standby.h"
 #include "runtime/model/model.h"
 
 namespace ari::runtime::engine_internal {
@@ -104,6 +105,23 @@ Result<void> ParkStore::Resume(ParkId id, Slot& s) {
     return MakeError(ErrorCode::kInvalidArgument, "engine: no parked turn " + std::to_string(id));
   }
   Area& a = areas_[static_cast<size_t>(id)];
+  if (a.on_disk) {
+    KvRowsView rows;
+    rows.k = a.k;
+    rows.v = a.v;
+    rows.rows_per_layer = a.position;
+    rows.history = a.history;
+    std::string why;
+    auto ok =
+        disk_ ? disk_->Read(a.disk_key, SpillKind::kParkedTurn, rows, &why) : Result<bool>(false);
+    if (!ok) return std::unexpected(ok.error());
+    if (!*ok || rows.position != a.position || rows.type != a.kv_type) {
+      return MakeError(ErrorCode::kIo, "engine: parked turn " + std::to_string(id) +
+                                           " cannot be read back from disk: " +
+                                           (why.empty() ? std::string("file missing") : why));
+    }
+    a.on_disk = false;
+  }
   if (s.ref) {
     std::swap(a.ref, s.ref);
   } else {
@@ -131,7 +149,46 @@ Result<void> ParkStore::Resume(ParkId id, Slot& s) {
 }
 
 void ParkStore::Drop(ParkId id) {
-  if (id >= 0 && id < size()) areas_[static_cast<size_t>(id)].used = false;
+  if (id < 0 || id >= size()) return;
+  Area& a = areas_[static_cast<size_t>(id)];
+  if (a.on_disk && disk_) disk_->Forget(a.disk_key, SpillKind::kParkedTurn);
+  a.on_disk = false;
+  a.used = false;
+}
+
+Result<uint64_t> ParkStore::Offload(ParkId id) {
+  if (!holds(id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "engine: no parked turn " + std::to_string(id));
+  }
+  Area& a = areas_[static_cast<size_t>(id)];
+  if (a.on_disk) return uint64_t{0};
+  if (disk_ == nullptr || !disk_->enabled()) {
+    return MakeError(ErrorCode::kUnsupported, "engine: no spill folder for parked turns");
+  }
+  if (a.ref) return MakeError(ErrorCode::kUnsupported, "engine: reference path turns stay in RAM");
+  KvRowsView rows;
+  rows.k = a.k;
+  rows.v = a.v;
+  rows.rows_per_layer = a.position;
+  rows.type = a.kv_type;
+  rows.position = a.position;
+  rows.hist_len = a.hist_len;
+  rows.pinned = a.pinned;
+  rows.history = a.history;
+  const uint64_t key = (++offloads_ << 8) | static_cast<uint64_t>(id);
+  auto n = disk_->Write(rows, key, SpillKind::kParkedTurn);
+  if (!n) return n;
+  const MemoryRegion kv{a.k, 2 * half_bytes_};  // history and output tokens stay (small)
+  ReleaseRegions({&kv, 1});
+  a.disk_key = key;
+  a.on_disk = true;
+  return n;
+}
+
+uint64_t ParkStore::ReleaseFree() {
+  std::vector<MemoryRegion> free;
+  AppendFreeRegions(free);
+  return ReleaseRegions(free);
 }
 
 }  // namespace ari::runtime::engine_internal

@@ -16,6 +16,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/engine/engine_memory.h"
 #include "runtime/engine/engine_slot.h"
+#include "runtime/engine/engine_spill.h"
 
 namespace ari::runtime {
 class Model;
@@ -46,9 +47,20 @@ class ParkStore {
   }
   // Moves the slot's turn into a free area (the caller then resets the slot).
   Result<ParkId> Park(Slot& s);
-  // Restores area `id` into the (reset) slot `s` and frees the area.
+  // Restores area `id` into the (reset) slot `s` and frees the area (reading its KV back
+  // from disk first when it was offloaded; an untrusted or missing file is kIo, the turn
+  // then cannot continue).
   Result<void> Resume(ParkId id, Slot& s);
   void Drop(ParkId id);
+  // Parked turns on disk (ChunkRunner::OffloadParked): `disk` (the engine's spill store)
+  // takes area `id`'s KV rows and history as a ".kvpark" file and the area's KV pages are
+  // released. The bytes written (0 when already on disk). kUnsupported without a spill
+  // folder or on the reference path.
+  void set_disk(SpillStore* disk) { disk_ = disk; }
+  Result<uint64_t> Offload(ParkId id);
+  bool on_disk(ParkId id) const { return holds(id) && areas_[static_cast<size_t>(id)].on_disk; }
+  // Hands the pages of the areas holding no turn back to the kernel: the bytes released.
+  uint64_t ReleaseFree();
 
  private:
   struct Area {
@@ -63,8 +75,12 @@ class ParkStore {
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<Session> ref;
+    bool on_disk = false;  // the KV rows are in the spill folder (disk_key), pages released
+    uint64_t disk_key = 0;
   };
   const Model* model_ = nullptr;
+  SpillStore* disk_ = nullptr;
+  uint64_t offloads_ = 0;  // makes every offload's file name new
   std::vector<Area> areas_;
   int32_t ctx_ = 0, layers_ = 0;
   uint64_t half_bytes_ = 0, area_bytes_ = 0;

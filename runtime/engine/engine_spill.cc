@@ -24,6 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kExt = ".kvspill";
+constexpr const char* kParkExt = ".kvpark";
+
+bool IsSpillFile(const fs::path& p) { return p.extension() == kExt || p.extension() == kParkExt; }
 
 uint64_t HeaderChecksum(SpillFileHeader h) {
   h.header_checksum = 0;
@@ -80,9 +83,10 @@ Result<void> SpillStore::Init(const fs::path& dir, uint64_t max_bytes, uint64_t 
   return {};
 }
 
-fs::path SpillStore::PathOf(uint64_t session) const {
+fs::path SpillStore::PathOf(uint64_t key, SpillKind kind) const {
   char name[40];
-  std::snprintf(name, sizeof name, "%016llx%s", static_cast<unsigned long long>(session), kExt);
+  std::snprintf(name, sizeof name, "%016llx%s", static_cast<unsigned long long>(key),
+                kind == SpillKind::kParkedTurn ? kParkExt : kExt);
   return dir_ / name;
 }
 
@@ -90,7 +94,7 @@ uint64_t SpillStore::FolderBytes() const {
   uint64_t total = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    if (e.path().extension() != kExt) continue;
+    if (!IsSpillFile(e.path())) continue;
     const uintmax_t n = e.file_size(ec);
     if (!ec) total += n;
   }
@@ -107,11 +111,12 @@ Result<void> SpillStore::MakeRoom(uint64_t need) {
   uint64_t total = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    if (e.path().extension() != kExt) continue;
+    if (!IsSpillFile(e.path())) continue;
     const uintmax_t n = e.file_size(ec);
     if (ec) continue;
     total += n;
-    files.emplace_back(e.last_write_time(ec), e.path());
+    // Parked turns' files count but are never removed: their turns resume from them.
+    if (e.path().extension() == kExt) files.emplace_back(e.last_write_time(ec), e.path());
   }
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {  // the oldest spilled sessions go first
@@ -128,14 +133,26 @@ Result<uint64_t> SpillStore::Spill(const Slot& s, uint64_t session) {
   if (s.ref || session == 0 || s.hist_len == 0) {
     return MakeError(ErrorCode::kInvalidArgument, "session spill: nothing to spill");
   }
-  const auto rb = static_cast<uint32_t>(KvCacheView::RowBytes(model_->config(), s.kv.type));
+  KvRowsView rows;
+  rows.k = static_cast<std::byte*>(s.kv.k);
+  rows.v = static_cast<std::byte*>(s.kv.v);
+  rows.rows_per_layer = ctx_;
+  rows.type = s.kv.type;
+  rows.position = s.position;
+  rows.hist_len = s.hist_len;
+  rows.pinned = s.pinned;
+  rows.history = s.history;
+  return Write(rows, session, SpillKind::kSession);
+}
+
+Result<uint64_t> SpillStore::Write(const KvRowsView& s, uint64_t session, SpillKind kind) {
+  if (!enabled()) return MakeError(ErrorCode::kUnsupported, "session spill: no folder configured");
+  const auto rb = static_cast<uint32_t>(KvCacheView::RowBytes(model_->config(), s.type));
   const uint64_t half = static_cast<uint64_t>(layers_) * static_cast<uint64_t>(s.position) * rb;
   const uint64_t raw = 2 * half + static_cast<uint64_t>(s.hist_len) * sizeof(TokenId);
   if (raw > raw_cap_) return MakeError(ErrorCode::kInvalidArgument, "session spill: slot too big");
-  CopyKvRows(static_cast<const std::byte*>(s.kv.k), raw_.get(), layers_, ctx_, s.position,
-             s.position, rb, true);
-  CopyKvRows(static_cast<const std::byte*>(s.kv.v), raw_.get() + half, layers_, ctx_, s.position,
-             s.position, rb, true);
+  CopyKvRows(s.k, raw_.get(), layers_, s.rows_per_layer, s.position, s.position, rb, true);
+  CopyKvRows(s.v, raw_.get() + half, layers_, s.rows_per_layer, s.position, s.position, rb, true);
   std::memcpy(raw_.get() + 2 * half, s.history, static_cast<size_t>(s.hist_len) * sizeof(TokenId));
   const size_t z = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), packed_.get(), packed_cap_,
                                      raw_.get(), raw, level_);
@@ -146,7 +163,7 @@ Result<uint64_t> SpillStore::Spill(const Slot& s, uint64_t session) {
   SpillFileHeader h{};
   std::memcpy(h.magic, kSpillMagic, sizeof h.magic);
   h.version = kSpillVersion;
-  h.kv_type = static_cast<uint32_t>(s.kv.type);
+  h.kv_type = static_cast<uint32_t>(s.type);
   h.model_id = model_id_;
   h.session = session;
   h.n_layers = static_cast<uint32_t>(layers_);
@@ -154,17 +171,18 @@ Result<uint64_t> SpillStore::Spill(const Slot& s, uint64_t session) {
   h.position = s.position;
   h.hist_len = s.hist_len;
   h.pinned = s.pinned;
+  h.kind = static_cast<uint32_t>(kind);
   h.raw_bytes = raw;
   h.compressed_bytes = z;
   h.payload_checksum = PrefixDigest(raw_.get(), raw, 0);
   h.header_checksum = HeaderChecksum(h);
   const uint64_t file_bytes = sizeof h + z;
-  Forget(session);  // an older spill of the session is superseded
+  Forget(session, kind);  // an older spill of the session is superseded
   if (auto room = MakeRoom(file_bytes); !room) {
     ++counters_.failures;
     return std::unexpected(room.error());
   }
-  const fs::path path = PathOf(session);
+  const fs::path path = PathOf(session, kind);
   fs::path tmp = path;
   tmp += ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -195,18 +213,20 @@ Result<uint64_t> SpillStore::Spill(const Slot& s, uint64_t session) {
     }
     ::close(dfd);
   }
-  ++counters_.spills;
+  ++(kind == SpillKind::kSession ? counters_.spills : counters_.parks_offloaded);
   counters_.bytes_on_disk += file_bytes;
   return file_bytes;
 }
 
-std::string SpillStore::Check(const SpillFileHeader& h, uint64_t file_bytes,
-                              uint64_t session) const {
+std::string SpillStore::Check(const SpillFileHeader& h, uint64_t file_bytes, uint64_t session,
+                              SpillKind kind) const {
   if (std::memcmp(h.magic, kSpillMagic, sizeof h.magic) != 0) return "not a spill file";
   if (h.version != kSpillVersion) return "version " + std::to_string(h.version);
   if (h.header_checksum != HeaderChecksum(h)) return "header checksum";
   if (h.model_id != model_id_) return "written by another model";
-  if (h.session != session) return "another session's file";
+  if (h.session != session || h.kind != static_cast<uint32_t>(kind)) {
+    return "another session's file";
+  }
   if (h.n_layers != static_cast<uint32_t>(layers_)) return "layer count";
   const auto type = static_cast<KvType>(h.kv_type);
   if (type != KvType::kF16 && type != KvType::kInt8 && type != KvType::kF32) return "KV type";
@@ -228,7 +248,25 @@ std::string SpillStore::Check(const SpillFileHeader& h, uint64_t file_bytes,
 Result<bool> SpillStore::Restore(uint64_t session, Slot& s, std::string* rejected) {
   rejected->clear();
   if (!enabled() || session == 0 || s.ref) return false;
-  const fs::path path = PathOf(session);
+  KvRowsView rows;
+  rows.k = static_cast<std::byte*>(s.kv.k);
+  rows.v = static_cast<std::byte*>(s.kv.v);
+  rows.rows_per_layer = ctx_;
+  rows.history = s.history;
+  auto ok = Read(session, SpillKind::kSession, rows, rejected);
+  if (!ok || !*ok) return ok;
+  s.kv.type = rows.type;
+  s.position = rows.position;
+  s.hist_len = rows.hist_len;
+  s.pinned = rows.pinned;
+  return true;
+}
+
+Result<bool> SpillStore::Read(uint64_t session, SpillKind kind, KvRowsView& s,
+                              std::string* rejected) {
+  rejected->clear();
+  if (!enabled()) return false;
+  const fs::path path = PathOf(session, kind);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;  // never spilled (or spilled and lost): a fresh start
   struct stat st {};
@@ -237,7 +275,8 @@ Result<bool> SpillStore::Restore(uint64_t session, Slot& s, std::string* rejecte
   if (::fstat(fd, &st) != 0 || !ReadAll(fd, &h, sizeof h)) {
     why = "truncated header";
   } else {
-    why = Check(h, static_cast<uint64_t>(st.st_size), session);
+    why = Check(h, static_cast<uint64_t>(st.st_size), session, kind);
+    if (why.empty() && h.position > s.rows_per_layer) why = "positions out of range";
   }
   if (why.empty() && !ReadAll(fd, packed_.get(), h.compressed_bytes)) why = "short read";
   ::close(fd);
@@ -264,23 +303,23 @@ Result<bool> SpillStore::Restore(uint64_t session, Slot& s, std::string* rejecte
   const auto type = static_cast<KvType>(h.kv_type);
   const uint64_t half =
       static_cast<uint64_t>(h.n_layers) * static_cast<uint64_t>(h.position) * h.row_bytes;
-  s.kv.type = type;
-  CopyKvRows(raw_.get(), static_cast<std::byte*>(s.kv.k), layers_, ctx_, h.position, h.position,
-             h.row_bytes, false);
-  CopyKvRows(raw_.get() + half, static_cast<std::byte*>(s.kv.v), layers_, ctx_, h.position,
-             h.position, h.row_bytes, false);
+  s.type = type;
+  CopyKvRows(raw_.get(), s.k, layers_, s.rows_per_layer, h.position, h.position, h.row_bytes,
+             false);
+  CopyKvRows(raw_.get() + half, s.v, layers_, s.rows_per_layer, h.position, h.position, h.row_bytes,
+             false);
   std::memcpy(s.history, raw_.get() + 2 * half, static_cast<size_t>(h.hist_len) * sizeof(TokenId));
   s.position = h.position;
   s.hist_len = h.hist_len;
   s.pinned = h.pinned;
-  ++counters_.restores;
+  ++(kind == SpillKind::kSession ? counters_.restores : counters_.parks_reloaded);
   return true;
 }
 
-void SpillStore::Forget(uint64_t session) {
+void SpillStore::Forget(uint64_t session, SpillKind kind) {
   if (!enabled()) return;
   std::error_code ec;
-  const fs::path path = PathOf(session);
+  const fs::path path = PathOf(session, kind);
   const uintmax_t bytes = fs::file_size(path, ec);
   if (ec) return;
   if (fs::remove(path, ec)) {

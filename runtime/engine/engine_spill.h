@@ -47,7 +47,7 @@ struct SpillFileHeader {
   int32_t position;
   int32_t hist_len;
   int32_t pinned;
-  uint32_t reserved;
+  uint32_t kind;  // SpillKind (0 in files of the first release: sessions)
   uint64_t raw_bytes;
   uint64_t compressed_bytes;
   uint64_t payload_checksum;  // of the raw payload
@@ -55,9 +55,27 @@ struct SpillFileHeader {
 };
 static_assert(sizeof(SpillFileHeader) == 88);
 
+// What a spill file holds, whatever its source: K and V halves whose layer l starts at row
+// l * rows_per_layer (a slot: the context; a park area: the positions, compact), the
+// history. Spill reads it; Restore fills `k`, `v`, `history` and the counts.
+struct KvRowsView {
+  std::byte* k = nullptr;
+  std::byte* v = nullptr;
+  int32_t rows_per_layer = 0;
+  KvType type = KvType::kF16;
+  int32_t position = 0, hist_len = 0, pinned = 0;
+  TokenId* history = nullptr;
+};
+
+// A session's conversation (".kvspill": bounded, the oldest removed first to make room) or
+// a parked turn's KV (".kvpark": counted in the bound, never removed to make room: the
+// turn still needs it).
+enum class SpillKind : uint32_t { kSession = 0, kParkedTurn = 1 };
+
 struct SpillCounters {
   uint64_t spills = 0, restores = 0, rejected = 0, failures = 0;
-  uint64_t bytes_on_disk = 0;  // last known total of the folder's spill files
+  uint64_t parks_offloaded = 0, parks_reloaded = 0;  // parked turns' KV to disk and back
+  uint64_t bytes_on_disk = 0;                        // last known total of the folder's spill files
 };
 
 class SpillStore {
@@ -78,14 +96,20 @@ class SpillStore {
   // there is none or it is not trusted (`*rejected` then says why; the file is deleted).
   // The file is deleted once restored (the conversation lives in the slot again).
   Result<bool> Restore(uint64_t session, Slot& s, std::string* rejected);
-  void Forget(uint64_t session);
+  void Forget(uint64_t session, SpillKind kind = SpillKind::kSession);
+  // The same for any KV layout (park areas: ParkStore::Offload / Reload). Write does not
+  // change `rows`; Read fills it (its rows_per_layer must be >= the file's position when
+  // compact, the context for a slot) and deletes the file.
+  Result<uint64_t> Write(const KvRowsView& rows, uint64_t key, SpillKind kind);
+  Result<bool> Read(uint64_t key, SpillKind kind, KvRowsView& rows, std::string* rejected);
   const SpillCounters& counters() const { return counters_; }
-  std::filesystem::path PathOf(uint64_t session) const;
+  std::filesystem::path PathOf(uint64_t key, SpillKind kind = SpillKind::kSession) const;
 
  private:
   uint64_t FolderBytes() const;
   Result<void> MakeRoom(uint64_t need);
-  std::string Check(const SpillFileHeader& h, uint64_t file_bytes, uint64_t session) const;
+  std::string Check(const SpillFileHeader& h, uint64_t file_bytes, uint64_t key,
+                    SpillKind kind) const;
 
   std::filesystem::path dir_;
   uint64_t max_bytes_ = 0, model_id_ = 0;

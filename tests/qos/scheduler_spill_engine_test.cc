@@ -251,3 +251,95 @@ TEST(SchedulerSpillEngine, MemoryBandSpillsIdleSessionsAndReleasesTheirPages) {
 
 }  // namespace
 }  // namespace ari::qos
+
+namespace ari::qos {
+namespace {
+
+// The memory ladder's park_to_disk, as it ran: one slot, memory forced low (a band with the
+// action), a NORMAL turn in progress, then a CRITICAL request: the NORMAL turn is parked
+// (RAM), the CRITICAL one runs, and at that step's end the parked turn's KV goes to its
+// ".kvpark" file (the file is there while CRITICAL runs). The NORMAL turn then resumes from
+// disk and its whole answer equals an undisturbed run's, token for token (F16 and INT8).
+TEST(SchedulerSpillEngine, MemoryBandParksTurnsToDiskAndTheyResumeTokenForToken) {
+  if (StoriesPack().empty()) {
+    GTEST_SKIP() << "stories260K not found under " << ari::testing::ModelsDir();
+  }
+  for (runtime::KvType kv : {runtime::KvType::kF16, runtime::KvType::kInt8}) {
+    SCOPED_TRACE(kv == runtime::KvType::kF16 ? "F16" : "INT8");
+    const fs::path dir =
+        ari::testing::TempDir("sched_park_disk") / (kv == runtime::KvType::kF16 ? "f16" : "int8");
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    Policy p = testing::TestPolicy();
+    p.critical_reserved_slots = 0;
+    MemoryBand band;
+    band.name = "tight";
+    band.enter_below_bytes = 512ull << 20;
+    band.exit_above_bytes = 1024ull << 20;
+    band.actions.park_to_disk = true;
+    p.memory_bands = {band};
+    auto run = [&](runtime::Engine& e, ParkSink& sink, bool critical, bool* file_seen) {
+      thermal::ManualClock clock;
+      SchedulerOptions o;
+      o.policy = &p;
+      o.engine = &e;
+      o.clock = &clock;
+      o.sink = &sink;
+      o.topology = testing::TwoCpuTopology();
+      o.max_prefill_chunk = 64;
+      o.memory = []() -> std::optional<thermal::MemoryReading> {
+        thermal::MemoryReading m;
+        m.available_bytes = m.system_available_bytes = 100ull << 20;
+        m.system_total_bytes = 8ull << 30;
+        return m;
+      };
+      auto s = Scheduler::Create(o);
+      EXPECT_TRUE(s.has_value());
+      if (!s) return;
+      SchedRequest normal = Req(1, 0, 12);
+      normal.max_tokens = 60;
+      EXPECT_EQ((*s)->Submit(normal), SubmitStatus::kAdmitted);
+      for (int i = 0; i < 6; ++i) (*s)->Step();  // mid-turn
+      if (critical) {
+        SchedRequest c = Req(2, 0, 6);
+        c.urgency = Urgency::kCritical;
+        EXPECT_EQ((*s)->Submit(c), SubmitStatus::kAdmitted);
+      }
+      for (int i = 0; i < 5000 && (*s)->live_requests() > 0; ++i) {
+        (*s)->Step();
+        if (critical && sink.TerminalCount(2) == 0) {
+          for (const auto& f : fs::directory_iterator(dir, ec)) {
+            *file_seen |= f.path().extension() == ".kvpark";
+          }
+        }
+        clock.AdvanceNs(kMs);
+      }
+      EXPECT_TRUE(sink.EndedOnce(1, TerminalStatus::kDone));
+      if (critical) {
+        EXPECT_TRUE(sink.EndedOnce(2, TerminalStatus::kDone));
+      }
+    };
+    auto ref = MakeEngine(1, kv, {});
+    ASSERT_TRUE(ref);
+    ParkSink ref_sink, sink;
+    bool unused = false;
+    run(*ref, ref_sink, false, &unused);
+    const auto want = ref_sink.tokens[1];
+    ASSERT_GT(want.size(), 20u);
+
+    auto e = MakeEngine(1, kv, dir);
+    ASSERT_TRUE(e);
+    bool file_seen = false;
+    run(*e, sink, true, &file_seen);
+    EXPECT_TRUE(file_seen) << "no .kvpark file while the CRITICAL request ran";
+    EXPECT_EQ(sink.parks,
+              (std::vector<ParkEventKind>{ParkEventKind::kParked, ParkEventKind::kOffloaded,
+                                          ParkEventKind::kResumed}));
+    EXPECT_EQ(e->Counters().parks_offloaded, 1u);
+    EXPECT_EQ(e->Counters().parks_reloaded, 1u);
+    EXPECT_EQ(sink.tokens[1], want);
+  }
+}
+
+}  // namespace
+}  // namespace ari::qos

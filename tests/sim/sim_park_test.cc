@@ -1,7 +1,9 @@
 // Slot parking in virtual time: the real scheduler over the SimEngine (built-in cost
 // model), both slots busy with NORMAL turns, a CRITICAL request submitted in the middle of
 // a chunk. With a park area its queue wait is the rest of the chunk in flight plus the
-// park cost (CostModel::ParkSeconds); without one it waits for a whole turn to end.
+// park cost (CostModel::ParkSeconds); without one it waits for a whole turn to end. Under
+// the memory ladder's park_to_disk the parked turn's KV also goes to disk: the wait is the
+// same (the write comes after the CRITICAL chunk), the spill and restore costs are charged.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,13 +71,15 @@ struct Arrival : ChunkObserver {
 };
 
 struct RunResult {
+  int64_t offloaded = 0;  // parked turns moved to disk (park_to_disk)
+  double spill_s = 0;     // virtual time charged for it (spill + restore)
   int64_t queue_wait_ns = -1;
   int64_t submit_ns = 0, chunk_end_ns = 0;  // the chunk in flight at the arrival ends
   int parks = 0, resumes = 0;
   bool all_done = false;
 };
 
-RunResult RunBusySlots(int park_areas, const CostModel& cost) {
+RunResult RunBusySlots(int park_areas, const CostModel& cost, bool park_to_disk = false) {
   RunResult res;
   auto policy = LoadPolicyByName("default");
   EXPECT_TRUE(policy.has_value());
@@ -83,6 +87,7 @@ RunResult RunBusySlots(int park_areas, const CostModel& cost) {
   // Every slot busy: the parking path (the shipped reserve would keep one slot free for
   // CRITICAL; tests/qos/scheduler_reserve_test.cc covers that path).
   policy->critical_reserved_slots = 0;
+  if (park_to_disk) policy->memory_bands[0].actions.park_to_disk = true;
   thermal::ManualClock clock(1000 * kMs);
   Arrival arrival;
   arrival.clock = &clock;
@@ -93,6 +98,14 @@ RunResult RunBusySlots(int park_areas, const CostModel& cost) {
   o.engine = &engine;
   o.clock = &clock;
   o.sink = &sink;
+  if (park_to_disk) {  // the mildest memory band in force the whole run
+    const uint64_t below = policy->memory_bands[0].enter_below_bytes - 1;
+    o.memory = [below] {
+      thermal::MemoryReading m;
+      m.available_bytes = below;
+      return std::optional<thermal::MemoryReading>(m);
+    };
+  }
   thermal::CpuTopology topo;
   topo.cpus = {thermal::CpuInfo{0, thermal::CoreClass::kPerformance, 0, 0},
                thermal::CpuInfo{1, thermal::CoreClass::kPerformance, 0, 0}};
@@ -128,6 +141,8 @@ RunResult RunBusySlots(int park_areas, const CostModel& cost) {
   res.chunk_end_ns = arrival.chunk_end_ns;
   res.parks = sink.parks;
   res.resumes = sink.resumes;
+  res.offloaded = engine.parks_offloaded();
+  res.spill_s = engine.spill_seconds();
   res.all_done = true;
   for (uint64_t id : {1, 2, 9}) {
     res.all_done = res.all_done && sink.terminals[id] == 1 &&
@@ -159,6 +174,20 @@ TEST(SimPark, CriticalWaitIsChunkInFlightPlusParkCost) {
   ASSERT_TRUE(waited.all_done);
   EXPECT_EQ(waited.parks, 0);
   EXPECT_GT(waited.queue_wait_ns, 10 * parked.queue_wait_ns);  // a turn had to end
+  EXPECT_EQ(parked.offloaded, 0);
+
+  const RunResult disk = RunBusySlots(1, cost, true);
+  ASSERT_TRUE(disk.all_done);
+  EXPECT_EQ(disk.parks, 1);
+  EXPECT_EQ(disk.offloaded, 1);
+  const double io_max =
+      cost.SpillSeconds(300 + kNormalTokens) + cost.RestoreSeconds(300 + kNormalTokens);
+  EXPECT_GT(disk.spill_s, 0);
+  EXPECT_LE(disk.spill_s, io_max + 1e-9);
+  // CRITICAL's wait is still the chunk in flight plus the RAM park: the write comes after.
+  EXPECT_LE(disk.queue_wait_ns, disk.chunk_end_ns - disk.submit_ns +
+                                    thermal::SecondsToNs(cost.ParkSeconds(300 + kNormalTokens)) +
+                                    1);
 }
 
 }  // namespace
