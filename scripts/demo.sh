@@ -22,7 +22,10 @@
 #     session slots, then "nav" sends a CRITICAL request: the NORMAL turn is parked at a
 #     chunk boundary, CRITICAL runs in its slot, the NORMAL turn resumes later; shown: the
 #     merged streams, the node log's park/resume lines, every result (all must be DONE, and
-#     the park must be there); the node is stopped by PID with SIGTERM and must exit 0;
+#     the park must be there); then memory yield on the same node: ari-cli control standby
+#     (the node releases its model pages and KV arena, NodeStatus says so with its RSS), a
+#     CRITICAL request answered meanwhile (auto-resume), ari-cli control resume; the node
+#     is stopped by PID with SIGTERM and must exit 0;
 #  8. with --nodes 2 only: a second ari-node (node id ari-node-2) joins the domain; a long
 #     BACKGROUND request is pinned to the first node, and a CRITICAL navigation prompt,
 #     routed by the client library (docs/routing.md), goes to the idle second node;
@@ -57,11 +60,12 @@ else
   echo "== $MODELS_DIR not found: using a RANDOM-WEIGHT tiny model made by ari-synth"
   echo "   (its text is gibberish by construction; it shows the pipeline, not quality)"
   VOCAB="$MODELS_DIR/vocab/ggml-vocab-llama-spm.gguf"
-  if [[ -f "$VOCAB" ]]; then
-    "$BIN/ari-synth" --preset tiny --vocab "$VOCAB" --type f32 --seed 1 -o "$OUT/tiny.gguf"
-  else
-    "$BIN/ari-synth" --preset tiny --type f32 --seed 1 -o "$OUT/tiny.gguf"
+  if [[ ! -f "$VOCAB" ]]; then  # ari-synth needs a real vocabulary; none is committed
+    echo "demo.sh: neither $S260/stories260K.bin nor $VOCAB found: set ARI_MODELS_DIR" \
+         "to the shared models folder (../shared/models)" >&2
+    exit 2
   fi
+  "$BIN/ari-synth" --preset tiny --vocab "$VOCAB" --type f32 --seed 1 -o "$OUT/tiny.gguf"
   "$BIN/ari-pack" "$OUT/tiny.gguf" "$OUT/tiny.pack.gguf"
   MODEL="$OUT/tiny.pack.gguf"
   PROMPT_N="Hello"
@@ -196,6 +200,9 @@ sed -E -e "s|^policy_path: .*|policy_path: \"$OUT/policy_park.textproto\"|" \
     -e 's|node_id: "ari-node"|node_id: "ari-node-park"|' \
     -e "s|^sensor \{.*|sensor { kind: SENSOR_REPLAY replay_csv: \"$OUT/flat_55c.csv\" }|" \
     "$OUT/node_demo.textproto" >"$OUT/node_park.textproto"
+# Memory yield on command (step 7b) on the same node: loopback without DDS Security, so the
+# control topic needs the explicit opt-in (on a head unit DDS Security decides who may send).
+echo 'standby { enabled: true accept_without_security: true }' >>"$OUT/node_park.textproto"
 grep -hE '^(critical_reserved_slots|session_slots):|urgency: (NORMAL|HIGH) band: "normal"' \
     "$OUT/node_park.textproto" "$OUT/policy_park.textproto" |
   sed -E 's/ +#.*//; s/core_class.*(pause_ms: [0-9]+).*/... \1 .../; s/^/   /'
@@ -253,6 +260,28 @@ grep -q "^nav DONE:" "$OUT/park_critical.err" || PARK_RC=1
 grep -q "^chat2 DONE:" "$OUT/park_normal.err" || PARK_RC=1
 grep -q "^media DONE:" "$OUT/park_high.err" || PARK_RC=1
 [[ $PC_RC -eq 0 && $PN_RC -eq 0 && $PH_RC -eq 0 ]] || PARK_RC=1
+
+echo
+echo "== Memory yield: the platform's memory manager sends STANDBY on ari/v2/control (speech"
+echo "   recognition needs the RAM), a CRITICAL request comes in meanwhile, then RESUME"
+echo "   (docs/memory.md \"Memory yield on command\")"
+set +e
+"${CLI[@]}" --client memory-manager control standby --node ari-node-park 2>&1 | sed 's/^/   /'
+SB_RC=${PIPESTATUS[0]}
+"${CLI[@]}" --client nav ask --node ari-node-park --urgency critical --deadline-ms 3000 \
+    --max-tokens 16 "$PROMPT_C" >"$OUT/standby_critical.out" 2>"$OUT/standby_critical.err"
+SC_RC=$?
+"${CLI[@]}" --client memory-manager control resume --node ari-node-park 2>&1 | sed 's/^/   /'
+RS_RC=${PIPESTATUS[0]}
+set -e
+grep -v '^request ' "$OUT/standby_critical.err" | sed 's/^/   /' || true
+echo "-- node log:"
+grep -E "control:|standby:" "$OUT/node_park.log" | sed 's/^\[ari-node\] /   /' | cut -c1-150 ||
+  true
+grep -q "standby: released" "$OUT/node_park.log" || SB_RC=1
+grep -q "auto-resumed for a CRITICAL request" "$OUT/node_park.log" || SC_RC=1
+echo "   (exit codes: standby $SB_RC, CRITICAL in standby $SC_RC, resume $RS_RC)"
+[[ $SB_RC -eq 0 && $SC_RC -eq 0 && $RS_RC -eq 0 ]] || PARK_RC=1
 echo "== Stopping ari-node-park (PID $PARK_PID) with SIGTERM"
 kill -TERM "$PARK_PID" 2>/dev/null || true  # if it died already, wait says how
 set +e
