@@ -168,6 +168,10 @@ Qos& Qos::Reliable(Duration max_blocking) {
   dds_qset_reliability(qos_, DDS_RELIABILITY_RELIABLE, ToDds(max_blocking));
   return *this;
 }
+Qos& Qos::KeepAll() {
+  dds_qset_history(qos_, DDS_HISTORY_KEEP_ALL, 0);
+  return *this;
+}
 Qos& Qos::KeepLast(int32_t depth) {
   dds_qset_history(qos_, DDS_HISTORY_KEEP_LAST, depth);
   return *this;
@@ -315,8 +319,10 @@ Result<Entity> CreateGroup(const Participant& participant, std::string_view part
 }  // namespace
 
 Result<Writer> Writer::Create(const Participant& participant, const Topic& topic,
-                              Duration liveliness_lease, std::string_view partition) {
+                              Duration liveliness_lease, std::string_view partition,
+                              bool keep_all) {
   Qos q = WriterQos(topic.kind(), liveliness_lease);
+  if (keep_all) q.KeepAll();
   auto group = CreateGroup(participant, partition, true);
   if (!group) return std::unexpected(group.error());
   const dds_entity_t parent = group->valid() ? group->handle() : participant.handle();

@@ -116,6 +116,7 @@ class Qos {
 
   Qos& Reliable(Duration max_blocking);
   Qos& KeepLast(int32_t depth);
+  Qos& KeepAll();
   Qos& Volatile();
   Qos& TransientLocal();
   Qos& DurabilityService(int32_t depth);  // KEEP_LAST depth kept for late joiners
@@ -198,9 +199,11 @@ struct WriterStats {
 class Writer {
  public:
   // `partition` non-empty: the writer gets its own publisher in that DDS partition.
+  // `keep_all`: KEEP_ALL history instead of the table's KEEP_LAST (tests: a writer that a
+  // stuck reader throttles, docs/reliability.md "A stuck reader").
   static Result<Writer> Create(const Participant& participant, const Topic& topic,
                                Duration liveliness_lease = kDefaultLivelinessLease,
-                               std::string_view partition = {});
+                               std::string_view partition = {}, bool keep_all = false);
   dds_entity_t handle() const { return entity_.handle(); }
   // Cyclone will move this writer's samples through iceoryx.
   bool shared_memory() const;

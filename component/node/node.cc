@@ -481,6 +481,15 @@ Result<void> Node::OpenTransport(const NodeOverrides& ov) {
   auto transport = domain ? NodeTransport::Create(domain, topt) : NodeTransport::Create(dopt, topt);
   if (!transport) return std::unexpected(transport.error());
   transport_ = std::move(*transport);
+  // Chunks the writer could not take at once are retried off the scheduler thread; one
+  // that is finally lost is counted here (and a terminal logged: it has none on the wire).
+  transport_->SetPublishFailureHandler([this](const Error& e, const ari_TokenChunk& c) {
+    if (c.terminal) {
+      CheckTerminalPublish(Result<void>(std::unexpected(e)), dds::FixedView(c.request_id));
+    } else {
+      CountPublishFailure(e);
+    }
+  });
   // Under DDS Security the CRITICAL right is DDS access control (partition ari-critical):
   // CRITICAL from the default partition is then refused (MayAskCritical). An unreadable
   // config counts as secure: refusing is the safe side.

@@ -174,12 +174,16 @@ void Node::Drain(int signal_fd) {
       static_cast<unsigned long long>(ts.chunks),
       static_cast<unsigned long long>(ts.chunks_loaned));
   Log("publish: %llu retries, %llu timeouts, %llu other failures, %llu terminals undelivered; "
-      "%llu requesters never matched (at most %llu waiting at once); "
+      "%llu chunks queued behind a throttled writer (at most %llu at once, %llu refused: "
+      "outbox full); %llu requesters never matched (at most %llu waiting at once); "
       "%llu requests for other nodes ignored",
       static_cast<unsigned long long>(ts.publish_retries),
       static_cast<unsigned long long>(publish_failures_timeout_.load()),
       static_cast<unsigned long long>(publish_failures_other_.load()),
       static_cast<unsigned long long>(terminal_undelivered_.load()),
+      static_cast<unsigned long long>(ts.chunks_queued),
+      static_cast<unsigned long long>(ts.outbox_max),
+      static_cast<unsigned long long>(ts.outbox_full),
       static_cast<unsigned long long>(ts.requester_unmatched),
       static_cast<unsigned long long>(ts.pending_match_max),
       static_cast<unsigned long long>(ts.for_other_nodes));

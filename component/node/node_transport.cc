@@ -53,7 +53,8 @@ Result<std::unique_ptr<NodeTransport>> NodeTransport::Create(std::shared_ptr<dds
   if (!rr) return std::unexpected(rr.error());
   auto cr = dds::Reader::Create(t->participant_, t->cancel_topic_);
   if (!cr) return std::unexpected(cr.error());
-  auto cw = dds::Writer::Create(t->participant_, t->chunk_topic_);
+  auto cw = dds::Writer::Create(t->participant_, t->chunk_topic_, dds::kDefaultLivelinessLease, {},
+                                t->options_.chunk_keep_all);
   if (!cw) return std::unexpected(cw.error());
   auto sw = dds::Writer::Create(t->participant_, t->status_topic_, t->options_.liveliness_lease);
   if (!sw) return std::unexpected(sw.error());
@@ -88,6 +89,10 @@ Result<std::unique_ptr<NodeTransport>> NodeTransport::Create(std::shared_ptr<dds
   if (auto r = t->OpenCriticalReader(); !r) return std::unexpected(r.error());
   t->options_.max_pending_match = std::max(1, t->options_.max_pending_match);
   t->pending_ = std::make_unique<Pending[]>(static_cast<size_t>(t->options_.max_pending_match));
+  t->outbox_cap_ = static_cast<size_t>(std::max(1, t->options_.chunk_outbox));
+  t->outbox_ = std::make_unique<ari_TokenChunk[]>(t->outbox_cap_);
+  NodeTransport* self = t.get();
+  t->publisher_ = std::thread([self] { self->PublisherLoop(); });
   return t;
 }
 
@@ -109,7 +114,18 @@ Result<void> NodeTransport::OpenCriticalReader() {
   return waitset_.Attach(critical_cond_.handle(), kCookieCritical);
 }
 
-NodeTransport::~NodeTransport() { Stop(); }
+NodeTransport::~NodeTransport() {
+  Stop();
+  if (!FlushOutbox(std::chrono::milliseconds(2000))) {
+    std::fprintf(stderr, "ari: NodeTransport: chunks still queued at shutdown are dropped\n");
+  }
+  {
+    std::lock_guard<std::mutex> lock(chunk_mutex_);
+    publisher_stop_ = true;
+  }
+  outbox_cv_.notify_all();
+  if (publisher_.joinable()) publisher_.join();
+}
 
 Result<void> NodeTransport::Start(RequestHandler on_request, CancelHandler on_cancel) {
   if (thread_.joinable()) return MakeError(ErrorCode::kClosed, "NodeTransport already started");
@@ -316,9 +332,9 @@ Result<void> NodeTransport::Publish(const ari_TokenChunk& chunk) {
 Result<void> NodeTransport::PublishInPlace(FunctionRef<void(ari_TokenChunk&)> fill) {
   ari_TokenChunk key{};  // key fields only
   bool terminal = false;
-  std::lock_guard<std::mutex> lock(chunk_mutex_);
-  auto write = [&] {
-    return chunk_writer_.WriteInPlace(
+  std::unique_lock<std::mutex> lock(chunk_mutex_);
+  if (outbox_n_ == 0) {
+    auto r = chunk_writer_.WriteInPlace(
         [&](void* sample) {
           auto* c = static_cast<ari_TokenChunk*>(sample);
           fill(*c);
@@ -327,21 +343,62 @@ Result<void> NodeTransport::PublishInPlace(FunctionRef<void(ari_TokenChunk&)> fi
           key.key_lo = c->key_lo;
         },
         &chunk_scratch_);
-  };
-  auto r = write();
-  // A reliable writer whose history is full of unacknowledged samples (slow or many
-  // readers, overload) blocks for max_blocking_time and then drops the sample with
-  // TIMEOUT: a lost chunk is a gap, a lost terminal breaks "exactly one terminal per
-  // request". Keep trying (back-pressure on the scheduler) for up to kPublishRetries
-  // blockings; readers that stopped acknowledging are dropped by their lease meanwhile.
+    if (r) return terminal ? chunk_writer_.Unregister(&key) : Result<void>{};
+    if (r.error().dds_rc != DDS_RETCODE_TIMEOUT) return r;
+    // A reliable writer whose history is full of unacknowledged samples (a stuck or slow
+    // reader, overload) blocked for max_blocking_time and dropped the sample: the chunk
+    // goes to the outbox, and the publisher thread retries it off the caller's thread.
+  }
+  if (outbox_n_ == outbox_cap_) {
+    outbox_full_.fetch_add(1);
+    return DdsError(DDS_RETCODE_OUT_OF_RESOURCES, "chunk outbox full (" +
+                                                      std::to_string(outbox_cap_) +
+                                                      " chunks queued: the writer is throttled)");
+  }
+  ari_TokenChunk& slot = outbox_[(outbox_head_ + outbox_n_) % outbox_cap_];
+  fill(slot);
+  ++outbox_n_;
+  chunks_queued_.fetch_add(1);
+  if (outbox_n_ > outbox_max_.load()) outbox_max_.store(outbox_n_);
+  lock.unlock();
+  outbox_cv_.notify_all();
+  return {};
+}
+
+Result<void> NodeTransport::WriteWithRetries(const ari_TokenChunk& chunk) {
+  // A lost chunk is a gap, a lost terminal breaks "exactly one terminal per request": keep
+  // trying for up to kPublishRetries blockings; readers that stopped acknowledging are
+  // dropped by their lease meanwhile.
+  auto r = chunk_writer_.Write(&chunk);
   for (int attempt = 0; !r && r.error().dds_rc == DDS_RETCODE_TIMEOUT && attempt < kPublishRetries;
        ++attempt) {
     publish_retries_.fetch_add(1);
-    r = write();
+    r = chunk_writer_.Write(&chunk);
   }
-  if (!r) return r;
-  if (terminal) return chunk_writer_.Unregister(&key);
-  return {};
+  if (r && chunk.terminal) return chunk_writer_.Unregister(&chunk);
+  return r;
+}
+
+void NodeTransport::PublisherLoop() {
+  std::unique_lock<std::mutex> lock(chunk_mutex_);
+  for (;;) {
+    outbox_cv_.wait(lock, [this] { return outbox_n_ > 0 || publisher_stop_; });
+    if (outbox_n_ == 0) return;  // stop requested and nothing queued
+    // The head slot stays put while it is written: producers append behind it.
+    const ari_TokenChunk& head = outbox_[outbox_head_];
+    lock.unlock();
+    Result<void> r = WriteWithRetries(head);
+    if (!r && on_publish_failure_) on_publish_failure_(r.error(), head);
+    lock.lock();
+    outbox_head_ = (outbox_head_ + 1) % outbox_cap_;
+    --outbox_n_;
+    if (outbox_n_ == 0) outbox_cv_.notify_all();  // FlushOutbox
+  }
+}
+
+bool NodeTransport::FlushOutbox(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(chunk_mutex_);
+  return outbox_cv_.wait_for(lock, timeout, [this] { return outbox_n_ == 0; });
 }
 
 Result<void> NodeTransport::PublishStatus(const ari_NodeStatus& status) {
@@ -361,6 +418,9 @@ NodeTransportStats NodeTransport::stats() const {
   s.critical_partition_requests = critical_requests_.load();
   s.foreign_partition_dropped = foreign_partition_.load();
   s.cancels = cancels_.load();
+  s.chunks_queued = chunks_queued_.load();
+  s.outbox_max = outbox_max_.load();
+  s.outbox_full = outbox_full_.load();
   s.chunks = w.writes;
   s.chunks_loaned = w.loaned_writes;
   s.statuses = statuses_.load();

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,11 @@ struct NodeTransportOptions {
   // Requests waiting for their requester's match at once; more are handed on at once
   // with requester_matched = false and pending_full = true.
   int max_pending_match = 64;
+  // Chunks queued while the chunk writer is throttled (see PublishInPlace), preallocated.
+  int chunk_outbox = 512;
+  // Tests: a KEEP_ALL chunk writer, which a stuck reader throttles (the production KEEP_LAST
+  // writer is never throttled on Cyclone 0.10.2: docs/reliability.md "A stuck reader").
+  bool chunk_keep_all = false;
 };
 
 struct RequestInfo {
@@ -64,12 +70,17 @@ struct NodeTransportStats {
   uint64_t requester_unmatched = 0;  // requests handed on with requester_matched = false
   uint64_t pending_match_max = 0;    // most requests ever waiting for a match at once
   uint64_t for_other_nodes = 0;      // requests ignored: addressed to another node
+  uint64_t chunks_queued = 0;        // chunks that went through the outbox (writer throttled)
+  uint64_t outbox_max = 0;           // most chunks queued at once
+  uint64_t outbox_full = 0;          // chunks refused: the outbox was full
 };
 
 class NodeTransport {
  public:
   using RequestHandler = std::function<void(const ari_Request&, const RequestInfo&)>;
   using CancelHandler = std::function<void(const ari_Cancel&)>;
+  // A queued chunk that could not be written after the retries (publisher thread).
+  using PublishFailureHandler = std::function<void(const Error&, const ari_TokenChunk&)>;
 
   // Creates its own Domain from `domain_options`, or uses a shared one.
   static Result<std::unique_ptr<NodeTransport>> Create(const dds::DomainOptions& domain_options,
@@ -91,8 +102,21 @@ class NodeTransport {
   // is unregistered so caches do not grow with the number of requests served.
   Result<void> Publish(const ari_TokenChunk& chunk);
   // Same, filling the sample in place (zero copy into a loaned sample under shm). `fill`
-  // is called during the call only (a FunctionRef: no heap, whatever the lambda captures).
+  // is called during the call only, possibly more than once (a FunctionRef: no heap,
+  // whatever the lambda captures). Never retries on the caller's thread: when the writer
+  // is throttled (a write TIMEOUT after max_blocking_time, 100 ms) the chunk goes to a
+  // preallocated FIFO outbox, and so does every chunk after it while the outbox is not
+  // empty (the order of every stream is kept); a publisher thread writes the outbox with
+  // the retries (up to 10 s per chunk) and hands a chunk that still fails to the failure
+  // handler. Returns an error only for a chunk not written nor queued (a non-timeout
+  // write error; the outbox full: DDS_RETCODE_OUT_OF_RESOURCES).
   Result<void> PublishInPlace(FunctionRef<void(ari_TokenChunk&)> fill);
+  // Before Start(): who hears of queued chunks that were finally lost.
+  void SetPublishFailureHandler(PublishFailureHandler handler) {
+    on_publish_failure_ = std::move(handler);
+  }
+  // Waits up to `timeout` until the outbox is empty; true when it is.
+  bool FlushOutbox(std::chrono::milliseconds timeout);
   // Publishes the node's state (transient-local: late joiners get the latest one).
   Result<void> PublishStatus(const ari_NodeStatus& status);
 
@@ -154,6 +178,17 @@ class NodeTransport {
   dds_instance_handle_t take_pub_[16]{};
   bool take_valid_[16]{};     // a request (else a state change: only the key is set)
   bool take_disposed_[16]{};  // the instance was disposed: withdraw the request (after it)
+
+  // The publisher thread's outbox (PublishInPlace): a ring of chunk_outbox samples.
+  void PublisherLoop();
+  Result<void> WriteWithRetries(const ari_TokenChunk& chunk);
+  std::unique_ptr<ari_TokenChunk[]> outbox_;
+  size_t outbox_cap_ = 0, outbox_head_ = 0, outbox_n_ = 0;  // guarded by chunk_mutex_
+  bool publisher_stop_ = false;                             // guarded by chunk_mutex_
+  std::condition_variable outbox_cv_;
+  std::thread publisher_;
+  PublishFailureHandler on_publish_failure_;
+  std::atomic<uint64_t> chunks_queued_{0}, outbox_max_{0}, outbox_full_{0};
 
   RequestHandler on_request_;
   CancelHandler on_cancel_;
