@@ -13,11 +13,11 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "ari.h"
 #include "component/client/dds.h"
 #include "component/client/error.h"
+#include "component/client/subscription.h"
 
 namespace ari::component {
 
@@ -39,18 +39,12 @@ class ControlReceiver {
   uint64_t other_nodes() const { return other_nodes_.load(); }  // addressed elsewhere
 
  private:
-  void ReceiveLoop();
+  void Receive(const ari_Control& c);  // the subscription's thread
 
   std::string node_id_;
   Handler handler_;
-  dds::Participant participant_;
-  dds::Topic topic_;
-  dds::Reader reader_;
-  dds::ReadCondition cond_;
-  dds::GuardCondition stop_;
-  dds::WaitSet waitset_;
-  std::thread thread_;
   std::atomic<uint64_t> received_{0}, other_nodes_{0};
+  dds::Subscription subscription_;  // last member: its thread stops first
 };
 
 }  // namespace ari::component

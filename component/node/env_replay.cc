@@ -8,9 +8,6 @@
 namespace ari::component {
 namespace {
 
-constexpr dds_attach_t kCookieData = 1;
-constexpr dds_attach_t kCookieStop = 2;
-
 const thermal::Clock& ClockOf(const EnvReplayOptions& o) {
   return o.clock ? *o.clock : thermal::SteadyClock::Instance();
 }
@@ -80,59 +77,12 @@ EnvReplay::EnvReplay(const EnvReplayOptions& options)
 EnvReplay::~EnvReplay() { Stop(); }
 
 Result<void> EnvReplay::Start(std::shared_ptr<dds::Domain> domain) {
-  if (thread_.joinable())
-    return MakeError(ErrorCode::kInvalidArgument, "env replay: started twice");
-  auto pp = dds::Participant::Create(std::move(domain));
-  if (!pp) return std::unexpected(pp.error());
-  participant_ = std::move(*pp);
-  auto t = dds::Topic::Create(participant_, dds::TopicKind::kSimEnvironment);
-  if (!t) return std::unexpected(t.error());
-  topic_ = std::move(*t);
-  auto r = dds::Reader::Create(participant_, topic_);
-  if (!r) return std::unexpected(r.error());
-  reader_ = std::move(*r);
-  auto c = dds::ReadCondition::Create(reader_);
-  if (!c) return std::unexpected(c.error());
-  cond_ = std::move(*c);
-  auto g = dds::GuardCondition::Create(participant_);
-  if (!g) return std::unexpected(g.error());
-  stop_ = std::move(*g);
-  auto w = dds::WaitSet::Create(participant_);
-  if (!w) return std::unexpected(w.error());
-  waitset_ = std::move(*w);
-  if (auto a = waitset_.Attach(cond_.handle(), kCookieData); !a) return a;
-  if (auto a = waitset_.Attach(stop_.handle(), kCookieStop); !a) return a;
-  thread_ = std::thread([this] { ReceiveLoop(); });
-  return {};
+  return subscription_.Start(
+      std::move(domain), dds::TopicKind::kSimEnvironment,
+      [this](const void* s) { Apply(*static_cast<const ari_SimEnvironment*>(s)); }, "env replay");
 }
 
-void EnvReplay::Stop() {
-  if (!thread_.joinable()) return;
-  if (auto r = stop_.Trigger(); !r) {
-    std::fprintf(stderr, "[ari-node] env replay stop: %s\n", r.error().ToString().c_str());
-  }
-  thread_.join();
-}
-
-void EnvReplay::ReceiveLoop() {
-  dds_attach_t fired[4];
-  for (;;) {
-    auto n = waitset_.Wait(fired, dds::Duration::max());
-    if (!n) {
-      std::fprintf(stderr, "[ari-node] env replay: %s\n", n.error().ToString().c_str());
-      return;
-    }
-    for (size_t i = 0; i < *n; ++i) {
-      if (fired[i] == kCookieStop) return;
-    }
-    auto taken = reader_.TakeLoaned(16, [this](const void* s, const dds_sample_info_t& info) {
-      if (s != nullptr && info.valid_data) Apply(*static_cast<const ari_SimEnvironment*>(s));
-    });
-    if (!taken) {
-      std::fprintf(stderr, "[ari-node] env replay: %s\n", taken.error().ToString().c_str());
-    }
-  }
-}
+void EnvReplay::Stop() { subscription_.Stop(); }
 
 void EnvReplay::Apply(const ari_SimEnvironment& s) {
   const int64_t now = ClockOf(options_).NowNs();

@@ -26,6 +26,7 @@
 #include "ari.h"
 #include "component/client/dds.h"
 #include "component/client/error.h"
+#include "component/client/subscription.h"
 #include "thermal/clock.h"
 #include "thermal/memory_monitor.h"
 #include "thermal/source.h"
@@ -73,18 +74,11 @@ class EnvReplay {
 
  private:
   struct State;
-  void ReceiveLoop();
 
   EnvReplayOptions options_;
   std::shared_ptr<State> state_;
   std::optional<thermal::MemoryMonitor> monitor_;
-  dds::Participant participant_;
-  dds::Topic topic_;
-  dds::Reader reader_;
-  dds::ReadCondition cond_;
-  dds::GuardCondition stop_;
-  dds::WaitSet waitset_;
-  std::thread thread_;
+  dds::Subscription subscription_;  // last member: its thread stops first
 };
 
 }  // namespace ari::component

@@ -2,7 +2,11 @@
 #pragma once
 
 #include <dds/dds.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "tests/common/test_util.h"
@@ -12,6 +16,23 @@ namespace ari::testing {
 // The repo's loopback config as a Cyclone config string ("file://...").
 inline std::string LoopbackConfigUri() {
   return "file://" + (SourceDir() / "config" / "cyclonedds-lo.xml").string();
+}
+
+// The loopback config plus 8 kB non-adaptive writer-history watermarks (the setting under
+// which a reliable writer blocks soonest on a stuck reader), written to a temp file named
+// after `tag` and this process: its path (docs/reliability.md "A stuck reader").
+inline std::filesystem::path WriteSmallWhcConfig(const std::string& tag) {
+  std::ifstream lo(SourceDir() / "config" / "cyclonedds-lo.xml");
+  std::stringstream ss;
+  ss << lo.rdbuf();
+  std::string xml = ss.str();
+  xml.insert(xml.rfind("</Domain>"),
+             "<Internal><Watermarks><WhcHigh>8kB</WhcHigh><WhcHighInit>8kB</WhcHighInit>"
+             "<WhcLow>2kB</WhcLow><WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>\n");
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("ari_" + tag + "_" + std::to_string(getpid()) + ".xml");
+  std::ofstream(path) << xml;
+  return path;
 }
 
 // RAII: creates this test's DDS domain with the loopback config (interface lo, no

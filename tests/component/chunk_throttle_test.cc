@@ -66,16 +66,7 @@ Outcome WriteWithFrozenReader(bool keep_all) {
   EXPECT_GT(child, 0);
   if (child <= 0) return out;
   // Loopback config + 8 kB non-adaptive writer-history watermarks.
-  std::ifstream lo(ari::testing::SourceDir() / "config" / "cyclonedds-lo.xml");
-  std::stringstream ss;
-  ss << lo.rdbuf();
-  std::string xml = ss.str();
-  xml.insert(xml.rfind("</Domain>"),
-             "<Internal><Watermarks><WhcHigh>8kB</WhcHigh><WhcHighInit>8kB</WhcHighInit>"
-             "<WhcLow>2kB</WhcLow><WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>\n");
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("ari_chunk_throttle_" + std::to_string(getpid()) + ".xml");
-  std::ofstream(path) << xml;
+  const auto path = ari::testing::WriteSmallWhcConfig("chunk_throttle");
   const auto id = static_cast<dds_domainid_t>(std::atoi(domain_id.c_str()));
   const dds_entity_t domain = dds_create_domain(id, ("file://" + path.string()).c_str());
   const dds_entity_t pp = dds_create_participant(id, nullptr, nullptr);

@@ -90,16 +90,7 @@ TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
   }
   ASSERT_GT(child, 0);
   // Loopback config + 8 kB non-adaptive writer-history watermarks (as chunk_throttle_test).
-  std::ifstream lo(ari::testing::SourceDir() / "config" / "cyclonedds-lo.xml");
-  std::stringstream ss;
-  ss << lo.rdbuf();
-  std::string xml = ss.str();
-  xml.insert(xml.rfind("</Domain>"),
-             "<Internal><Watermarks><WhcHigh>8kB</WhcHigh><WhcHighInit>8kB</WhcHighInit>"
-             "<WhcLow>2kB</WhcLow><WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>\n");
-  const fs::path cfg =
-      fs::temp_directory_path() / ("ari_outbox_" + std::to_string(getpid()) + ".xml");
-  std::ofstream(cfg) << xml;
+  const fs::path cfg = ari::testing::WriteSmallWhcConfig("outbox");
   dds::DomainOptions d;
   d.domain_id = static_cast<uint32_t>(std::atoi(domain_id.c_str()));
   d.config = "file://" + cfg.string();
