@@ -29,8 +29,8 @@ inline std::filesystem::path WriteSmallWhcConfig(const std::string& tag) {
   xml.insert(xml.rfind("</Domain>"),
              "<Internal><Watermarks><WhcHigh>8kB</WhcHigh><WhcHighInit>8kB</WhcHighInit>"
              "<WhcLow>2kB</WhcLow><WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>\n");
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("ari_" + tag + "_" + std::to_string(getpid()) + ".xml");
+  auto path = std::filesystem::temp_directory_path() /
+              ("ari_" + tag + "_" + std::to_string(getpid()) + ".xml");
   std::ofstream(path) << xml;
   return path;
 }
