@@ -318,7 +318,7 @@ int Control(Client& c, std::shared_ptr<dds::Domain> domain, const std::string& s
                  StandbyName(want), s.error().ToString().c_str());
     return 3;
   }
-  std::printf("node %s: %s, RSS %.1f MiB (memory released %llu times; %llu commands ignored)\n",
+  std::printf("node %s: %s, RSS %.1f MiB (times memory released: %llu, commands ignored: %llu)\n",
               node.c_str(), StandbyName(dds::RawEnum(s->standby)), s->rss_bytes / 1048576.0,
               static_cast<unsigned long long>(s->standby_entered),
               static_cast<unsigned long long>(s->control_ignored));
