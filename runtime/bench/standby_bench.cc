@@ -22,12 +22,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/engine/engine.h"
+#include "runtime/eval/proc_memory.h"
 #include "runtime/model/model.h"
 
 namespace ari::runtime {
@@ -37,40 +38,8 @@ using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-// kB value of `key` in /proc/self/status, in bytes.
-uint64_t StatusBytes(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  std::string k;
-  while (in >> k) {
-    if (k == key) {
-      uint64_t kb = 0;
-      in >> kb;
-      return kb * 1024;
-    }
-    std::string rest;
-    std::getline(in, rest);
-  }
-  return 0;
-}
-
-// Rss of the mappings of `path` (/proc/self/smaps), bytes.
-uint64_t MappingRss(const std::filesystem::path& path) {
-  std::ifstream in("/proc/self/smaps");
-  std::string line;
-  const std::string name = std::filesystem::canonical(path).string();
-  bool ours = false;
-  uint64_t kb = 0;
-  while (std::getline(in, line)) {
-    const size_t sp = line.find(' ');
-    if (sp != std::string::npos && line.find('-') < sp) {  // a mapping's header line
-      ours = line.size() >= name.size() &&
-             line.compare(line.size() - name.size(), name.size(), name) == 0;
-    } else if (ours && line.rfind("Rss:", 0) == 0) {
-      kb += std::stoull(line.substr(4));
-    }
-  }
-  return kb * 1024;
-}
+uint64_t StatusBytes(std::string_view key) { return eval::ProcStatusBytes(key); }
+uint64_t MappingRss(const std::filesystem::path& p) { return eval::MappingRssBytes(p); }
 
 // One turn in slot 0: the time from StartTurn to the first generated token.
 double TtftMs(Engine& e, const std::vector<TokenId>& prompt) {

@@ -7,12 +7,11 @@
 // (twice, Rewarm without a release, the reference path) is an error value.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "runtime/engine/engine.h"
+#include "runtime/eval/proc_memory.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {
@@ -26,39 +25,8 @@ constexpr double kWarmedFraction = 0.5;         // of the file: weights resident
                                                 // embedding table, read per row, is not warmed)
 constexpr double kAnonReleasedFraction = 0.8;   // of MemoryYield::kv_bytes, seen in RssAnon
 
-// Sum of the "Rss:" lines of the mappings of `path` in /proc/self/smaps (bytes).
-uint64_t MappingRss(const std::filesystem::path& path) {
-  std::ifstream in("/proc/self/smaps");
-  std::string line;
-  bool ours = false;
-  uint64_t kb = 0;
-  const std::string name = std::filesystem::canonical(path).string();
-  while (std::getline(in, line)) {
-    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
-        line.find('-') != std::string::npos && line.find(':') > line.find(' ')) {
-      ours = line.size() >= name.size() &&
-             line.compare(line.size() - name.size(), name.size(), name) == 0;
-      continue;
-    }
-    if (ours && line.rfind("Rss:", 0) == 0) kb += std::stoull(line.substr(4));
-  }
-  return kb * 1024;
-}
-
-uint64_t RssAnon() {
-  std::ifstream in("/proc/self/status");
-  std::string key;
-  uint64_t kb = 0;
-  while (in >> key) {
-    if (key == "RssAnon:") {
-      in >> kb;
-      return kb * 1024;
-    }
-    std::string rest;
-    std::getline(in, rest);
-  }
-  return 0;
-}
+uint64_t MappingRss(const std::filesystem::path& p) { return eval::MappingRssBytes(p); }
+uint64_t RssAnon() { return eval::ProcStatusBytes("RssAnon:"); }
 
 std::unique_ptr<Engine> Make(const std::filesystem::path& path, KvType kv) {
   EngineOptions o;
