@@ -152,7 +152,7 @@ const Stack& GetStack(PackedPrecision p) {
 
 struct GemvJob {
   const Stack* s = nullptr;
-  const uint16_t* a16 = nullptr;
+  const BlockQ16A* a16 = nullptr;
   const BlockQ8A* aq = nullptr;
   float* y = nullptr;  // [2][max rows]: gate and up outputs kept apart, the rest share y[0]
   const std::vector<int>* group = nullptr;
@@ -198,9 +198,9 @@ void BmDecodeGemvs(benchmark::State& state, PackedPrecision p, int threads, int6
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& v : x) v = dist(rng);
-  std::vector<uint16_t> a16(static_cast<size_t>(PaddedCols(5632)));
+  std::vector<BlockQ16A> a16(static_cast<size_t>(Groups(5632)));
   std::vector<BlockQ8A> aq(static_cast<size_t>(Groups(5632)));
-  ConvertActF16(x.data(), 5632, a16.data());
+  QuantizeActQ16A(x.data(), 5632, a16.data());
   QuantizeActQ8A(x.data(), 5632, aq.data());
   std::vector<float> y(size_t{3} * 8192);
   GemvJob job{&s, a16.data(), aq.data(), y.data()};

@@ -77,9 +77,9 @@ const Weights& GetWeights(PackedPrecision p, int64_t rows, int64_t cols, bool st
 }
 
 struct Activations {
-  std::vector<uint16_t> f16;
+  std::vector<BlockQ16A> q16;
   std::vector<BlockQ8A> q8a;
-  int64_t ld16 = 0, ldq = 0;
+  int64_t ldq = 0;  // blocks per token row (both formats)
 };
 
 Activations MakeActivations(int64_t n, int64_t cols) {
@@ -87,13 +87,12 @@ Activations MakeActivations(int64_t n, int64_t cols) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(cols));
   Activations a;
-  a.ld16 = PaddedCols(cols);
   a.ldq = Groups(cols);
-  a.f16.resize(static_cast<size_t>(n * a.ld16));
+  a.q16.resize(static_cast<size_t>(n * a.ldq));
   a.q8a.resize(static_cast<size_t>(n * a.ldq));
   for (int64_t t = 0; t < n; ++t) {
     for (auto& v : x) v = dist(rng);
-    ConvertActF16(KernelsFor(IsaTier::kScalar), x.data(), cols, a.f16.data() + t * a.ld16);
+    QuantizeActQ16A(KernelsFor(IsaTier::kScalar), x.data(), cols, a.q16.data() + t * a.ldq);
     QuantizeActQ8A(KernelsFor(IsaTier::kScalar), x.data(), cols, a.q8a.data() + t * a.ldq);
   }
   return a;
@@ -108,7 +107,7 @@ void BmGemv(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t ro
   for (auto _ : state) {
     const PackedMatrix m = w.At(p, i);
     if (p == PackedPrecision::kW8) {
-      k.gemv_w8a16(m, a.f16.data(), y.data(), 0, rows);
+      k.gemv_w8a16(m, a.q16.data(), y.data(), 0, rows);
     } else {
       k.gemv_w4a8(m, a.q8a.data(), y.data(), 0, rows);
     }
@@ -128,7 +127,7 @@ void BmGemm(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t ro
   const PackedMatrix m = w.At(p, 0);
   for (auto _ : state) {
     if (p == PackedPrecision::kW8) {
-      k.gemm_w8a16(m, a.f16.data(), a.ld16, n, y.data(), rows, 0, rows);
+      k.gemm_w8a16(m, a.q16.data(), a.ldq, n, y.data(), rows, 0, rows);
     } else {
       k.gemm_w4a8(m, a.q8a.data(), a.ldq, n, y.data(), rows, 0, rows);
     }

@@ -15,6 +15,7 @@
 namespace ari::runtime {
 namespace {
 
+using kernels::BlockQ16A;
 using kernels::BlockQ8A;
 using kernels::KernelTable;
 using kernels::PackedMatrix;
@@ -37,7 +38,7 @@ struct MatJob {
   float* const* y = nullptr;
   int count = 0;
   int64_t n = 0;
-  const uint16_t* a16 = nullptr;
+  const BlockQ16A* a16 = nullptr;
   const BlockQ8A* aq = nullptr;
   bool swiglu = false;  // count == 2 (gate, up): y[0] = silu(y[0]) * y[1] on the unit's rows
   int64_t pieces = 1;   // row pieces per matrix (units = matrices x pieces)
@@ -49,7 +50,7 @@ void MatRows(const MatJob& j, int m, int64_t r0, int64_t r1) {
     if (j.n == 1) {
       j.k->gemv_w8a16(w, j.a16, j.y[m], r0, r1);
     } else {
-      j.k->gemm_w8a16(w, j.a16, kernels::PaddedCols(w.cols), j.n, j.y[m], w.rows, r0, r1);
+      j.k->gemm_w8a16(w, j.a16, kernels::Groups(w.cols), j.n, j.y[m], w.rows, r0, r1);
     }
   } else {
     if (j.n == 1) {
@@ -176,7 +177,7 @@ uint64_t FastForward::WorkspaceBytes(const ModelConfig& c, int32_t max_tokens, i
       n * c.q_dim() * f,
       n * c.ffn_dim * f,
       n * c.ffn_dim * f,
-      n * static_cast<uint64_t>(kernels::PaddedCols(static_cast<int64_t>(max_k))) * 2,
+      n * static_cast<uint64_t>(kernels::Groups(static_cast<int64_t>(max_k))) * sizeof(BlockQ16A),
       n * static_cast<uint64_t>(kernels::Groups(static_cast<int64_t>(max_k))) * sizeof(BlockQ8A),
       static_cast<uint64_t>(participants) * AlignUp(static_cast<uint64_t>(ctx) * f, align),
       static_cast<uint64_t>(c.vocab_size) * f,
@@ -228,7 +229,7 @@ Result<void> FastForward::Init(const Model& model, const PackedWeights& packed,
   b_.att_out = reinterpret_cast<float*>(take(n * c.q_dim() * f));
   b_.hg = reinterpret_cast<float*>(take(n * c.ffn_dim * f));
   b_.hu = reinterpret_cast<float*>(take(n * c.ffn_dim * f));
-  b_.a16 = reinterpret_cast<uint16_t*>(take(n * kernels::PaddedCols(max_k_) * 2));
+  b_.a16 = reinterpret_cast<BlockQ16A*>(take(n * kernels::Groups(max_k_) * sizeof(BlockQ16A)));
   b_.aq = reinterpret_cast<BlockQ8A*>(take(n * kernels::Groups(max_k_) * sizeof(BlockQ8A)));
   b_.att = reinterpret_cast<float*>(take(static_cast<uint64_t>(participants) * att_stride_ * f));
   b_.logits = reinterpret_cast<float*>(take(static_cast<uint64_t>(c.vocab_size) * f));
@@ -255,11 +256,11 @@ void FastForward::PrepareAct(const float* x, int64_t n, int64_t cols, const floa
   for (int64_t t = 0; t < n; ++t) {
     const float* xt = x + t * cols;
     if (p == PackedPrecision::kW8) {
-      uint16_t* out = b_.a16 + t * kernels::PaddedCols(cols);
+      BlockQ16A* out = b_.a16 + t * kernels::Groups(cols);
       if (norm)
-        kernels::RmsNormToF16(k, xt, norm, cols, eps, out);
+        kernels::RmsNormToQ16A(k, xt, norm, cols, eps, out);
       else
-        kernels::ConvertActF16(k, xt, cols, out);
+        kernels::QuantizeActQ16A(k, xt, cols, out);
     } else {
       BlockQ8A* out = b_.aq + t * kernels::Groups(cols);
       if (norm)

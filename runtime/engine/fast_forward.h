@@ -100,19 +100,19 @@ class FastForward {
 
  private:
   struct Buffers {
-    float* x;               // [n, dim]
-    float* y;               // [n, dim]   o / down outputs
-    float* q;               // [n, q_dim]
-    float* k;               // [n, kv_dim]
-    float* v;               // [n, kv_dim]
-    float* att_out;         // [n, q_dim]
-    float* hg;              // [n, ffn]
-    float* hu;              // [n, ffn]
-    uint16_t* a16;          // [n, PaddedCols(max_k)]
-    kernels::BlockQ8A* aq;  // [n, Groups(max_k)]
-    float* att;             // [participants, att_stride]
-    float* logits;          // [vocab]
-    float* rope_cos;        // [ctx, head_dim / 2]
+    float* x;                 // [n, dim]
+    float* y;                 // [n, dim]   o / down outputs
+    float* q;                 // [n, q_dim]
+    float* k;                 // [n, kv_dim]
+    float* v;                 // [n, kv_dim]
+    float* att_out;           // [n, q_dim]
+    float* hg;                // [n, ffn]
+    float* hu;                // [n, ffn]
+    kernels::BlockQ16A* a16;  // [n, Groups(max_k)]
+    kernels::BlockQ8A* aq;    // [n, Groups(max_k)]
+    float* att;               // [participants, att_stride]
+    float* logits;            // [vocab]
+    float* rope_cos;          // [ctx, head_dim / 2]
     float* rope_sin;
   };
   void PrepareAct(const float* x, int64_t n, int64_t cols, const float* norm,

@@ -25,17 +25,18 @@ namespace {
 
 // Tables hold only function addresses (constant-initialized: nothing of an ISA-specific
 // file executes until a kernel of a supported tier is called).
-#define ARI_KERNEL_TABLE(ns, tier_value, mm)                                            \
-  KernelTable {                                                                         \
-    .tier = (tier_value), .gemv_w8a16 = internal::mm::GemvW8A16,                        \
-    .gemm_w8a16 = internal::mm::GemmW8A16, .gemv_w4a8 = internal::mm::GemvW4A8,         \
-    .gemm_w4a8 = internal::mm::GemmW4A8, .quantize_q8a = internal::ns::QuantizeQ8A,     \
-    .convert_f16 = internal::ns::ConvertF16, .convert_bf16 = internal::ns::ConvertBf16, \
-    .sum_squares = internal::ns::SumSquares, .scale_mul = internal::ns::ScaleMul,       \
-    .swiglu = internal::ns::SwiGlu, .attn_scores_f16 = internal::ns::AttnScoresF16,     \
-    .attn_scores_f32 = internal::ns::AttnScoresF32, .softmax = internal::ns::Softmax,   \
-    .attn_values_f16 = internal::ns::AttnValuesF16,                                     \
-    .attn_values_f32 = internal::ns::AttnValuesF32,                                     \
+#define ARI_KERNEL_TABLE(ns, tier_value, mm)                                              \
+  KernelTable {                                                                           \
+    .tier = (tier_value), .gemv_w8a16 = internal::mm::GemvW8A16,                          \
+    .gemm_w8a16 = internal::mm::GemmW8A16, .gemv_w4a8 = internal::mm::GemvW4A8,           \
+    .gemm_w4a8 = internal::mm::GemmW4A8, .quantize_q8a = internal::ns::QuantizeQ8A,       \
+    .quantize_q16a = internal::ns::QuantizeQ16A, .convert_f16 = internal::ns::ConvertF16, \
+    .convert_bf16 = internal::ns::ConvertBf16, .sum_squares = internal::ns::SumSquares,   \
+    .scale_mul = internal::ns::ScaleMul, .swiglu = internal::ns::SwiGlu,                  \
+    .attn_scores_f16 = internal::ns::AttnScoresF16,                                       \
+    .attn_scores_f32 = internal::ns::AttnScoresF32, .softmax = internal::ns::Softmax,     \
+    .attn_values_f16 = internal::ns::AttnValuesF16,                                       \
+    .attn_values_f32 = internal::ns::AttnValuesF32,                                       \
   }
 
 constexpr KernelTable kScalarTable = ARI_KERNEL_TABLE(scalar, IsaTier::kScalar, scalar);
@@ -46,8 +47,8 @@ constexpr KernelTable kAvx2Table = ARI_KERNEL_TABLE(avx2, IsaTier::kAvx2, avx2);
 constexpr KernelTable kAvx512Table = ARI_KERNEL_TABLE(avx2, IsaTier::kAvx512Vnni, avx512);
 #endif
 #if defined(__aarch64__)
-// NEON tiers share the baseline element-wise kernels and the W8A16 matmuls (fp16
-// activations, fp32 FMA: dot-product instructions do not apply); they differ in W4A8:
+// NEON tiers share the baseline element-wise kernels and the W8A16 matmuls (int8 x int16
+// widening multiply-adds: sdot takes int8 only); they differ in W4A8:
 // widening multiplies (kNeon), sdot (kNeonDotprod), smmla GEMM + sdot GEMV (kNeonI8mm).
 constexpr KernelTable kNeonTable = ARI_KERNEL_TABLE(neon, IsaTier::kNeon, neon);
 constexpr KernelTable kNeonDotprodTable = [] {
@@ -127,20 +128,31 @@ Result<void> CheckMatmulArgs(const PackedMatrix& w, PackedPrecision expected, in
   return {};
 }
 
-void ConvertActF16(const KernelTable& k, const float* x, int64_t cols, uint16_t* out) {
-  k.convert_f16(x, cols, out);
-  std::fill(out + cols, out + PaddedCols(cols), uint16_t{0});
-}
+namespace {
 
-void QuantizeActQ8A(const KernelTable& k, const float* x, int64_t cols, BlockQ8A* out) {
+// Quantizes `cols` values into Groups(cols) blocks with `quantize` (a table entry taking a
+// multiple of 32 values), the last group zero padded.
+template <class Block>
+void QuantizeRow(void (*quantize)(const float*, int64_t, Block*), const float* x, int64_t cols,
+                 Block* out) {
   const int64_t full = cols / kGroup;
-  if (full > 0) k.quantize_q8a(x, full * kGroup, out);
+  if (full > 0) quantize(x, full * kGroup, out);
   const int64_t tail = cols - full * kGroup;
   if (tail > 0) {
     alignas(64) float buf[kGroup] = {};
     std::memcpy(buf, x + full * kGroup, static_cast<size_t>(tail) * sizeof(float));
-    k.quantize_q8a(buf, kGroup, out + full);
+    quantize(buf, kGroup, out + full);
   }
+}
+
+}  // namespace
+
+void QuantizeActQ16A(const KernelTable& k, const float* x, int64_t cols, BlockQ16A* out) {
+  QuantizeRow(k.quantize_q16a, x, cols, out);
+}
+
+void QuantizeActQ8A(const KernelTable& k, const float* x, int64_t cols, BlockQ8A* out) {
+  QuantizeRow(k.quantize_q8a, x, cols, out);
 }
 
 namespace {
@@ -161,11 +173,14 @@ void Chunked(int64_t cols, Make make, Emit emit) {
   }
 }
 
-// Emits values as Q8A groups (a chunk is a multiple of 32 except the last one: pad it).
-void EmitQ8A(const KernelTable& k, int64_t c, int64_t len, float* buf, BlockQ8A* out) {
+// Emits values as Q8A / Q16A groups (a chunk is a multiple of 32 except the last one: pad
+// it).
+template <class Block>
+void EmitBlocks(void (*quantize)(const float*, int64_t, Block*), int64_t c, int64_t len, float* buf,
+                Block* out) {
   const int64_t padded = PaddedCols(len);
   std::fill(buf + len, buf + padded, 0.0f);
-  k.quantize_q8a(buf, padded, out + c / kGroup);
+  quantize(buf, padded, out + c / kGroup);
 }
 
 }  // namespace
@@ -175,14 +190,13 @@ void RmsNorm(const KernelTable& k, const float* x, const float* weight, int64_t 
   k.scale_mul(x, weight, RmsScale(k, x, cols, eps), cols, out);
 }
 
-void RmsNormToF16(const KernelTable& k, const float* x, const float* weight, int64_t cols,
-                  float eps, uint16_t* out) {
+void RmsNormToQ16A(const KernelTable& k, const float* x, const float* weight, int64_t cols,
+                   float eps, BlockQ16A* out) {
   const float s = RmsScale(k, x, cols, eps);
   Chunked(
       cols,
       [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
-      [&](int64_t c, int64_t len, float* buf) { k.convert_f16(buf, len, out + c); });
-  std::fill(out + cols, out + PaddedCols(cols), uint16_t{0});
+      [&](int64_t c, int64_t len, float* buf) { EmitBlocks(k.quantize_q16a, c, len, buf, out); });
 }
 
 void RmsNormToQ8A(const KernelTable& k, const float* x, const float* weight, int64_t cols,
@@ -191,22 +205,21 @@ void RmsNormToQ8A(const KernelTable& k, const float* x, const float* weight, int
   Chunked(
       cols,
       [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
-      [&](int64_t c, int64_t len, float* buf) { EmitQ8A(k, c, len, buf, out); });
+      [&](int64_t c, int64_t len, float* buf) { EmitBlocks(k.quantize_q8a, c, len, buf, out); });
 }
 
-void SwiGluToF16(const KernelTable& k, const float* gate, const float* up, int64_t cols,
-                 uint16_t* out) {
+void SwiGluToQ16A(const KernelTable& k, const float* gate, const float* up, int64_t cols,
+                  BlockQ16A* out) {
   Chunked(
       cols, [&](int64_t c, int64_t len, float* buf) { k.swiglu(gate + c, up + c, len, buf); },
-      [&](int64_t c, int64_t len, float* buf) { k.convert_f16(buf, len, out + c); });
-  std::fill(out + cols, out + PaddedCols(cols), uint16_t{0});
+      [&](int64_t c, int64_t len, float* buf) { EmitBlocks(k.quantize_q16a, c, len, buf, out); });
 }
 
 void SwiGluToQ8A(const KernelTable& k, const float* gate, const float* up, int64_t cols,
                  BlockQ8A* out) {
   Chunked(
       cols, [&](int64_t c, int64_t len, float* buf) { k.swiglu(gate + c, up + c, len, buf); },
-      [&](int64_t c, int64_t len, float* buf) { EmitQ8A(k, c, len, buf, out); });
+      [&](int64_t c, int64_t len, float* buf) { EmitBlocks(k.quantize_q8a, c, len, buf, out); });
 }
 
 }  // namespace ari::runtime::kernels

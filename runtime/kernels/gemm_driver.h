@@ -45,7 +45,7 @@ constexpr int64_t kGemmChunkWeightBytes = int64_t{256} * 1024;
 
 // Bases of the micro-kernel structs: what the W8A16 and the W4A8 GEMMs fix.
 struct W8A16Tiles {
-  using Act = uint16_t;  // fp16 activations
+  using Act = BlockQ16A;
   static constexpr int64_t kTileBytes = kW8TileBytes;
   static constexpr bool kTailPadded = false;
 };

@@ -26,13 +26,14 @@ namespace ari::runtime::kernels::internal {
 // Kernel entry points per tier. The tables are built in dispatch.cc (base ISA) from these
 // addresses only: no code of an ISA-specific file runs before its tier is known to work.
 namespace scalar {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1);
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1);
+void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                int64_t ldy, int64_t r0, int64_t r1);
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1);
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
               int64_t ldy, int64_t r0, int64_t r1);
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out);
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out);
 void ConvertF16(const float* x, int64_t n, uint16_t* out);
 void ConvertBf16(const float* x, int64_t n, uint16_t* out);
 float SumSquares(const float* x, int64_t n);
@@ -49,13 +50,14 @@ void AttnValuesF32(const float* p, const float* v, int64_t ldv, int64_t d, int64
 }  // namespace scalar
 #if defined(__x86_64__)
 namespace avx2 {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1);
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1);
+void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                int64_t ldy, int64_t r0, int64_t r1);
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1);
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
               int64_t ldy, int64_t r0, int64_t r1);
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out);
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out);
 void ConvertF16(const float* x, int64_t n, uint16_t* out);
 void ConvertBf16(const float* x, int64_t n, uint16_t* out);
 float SumSquares(const float* x, int64_t n);
@@ -71,8 +73,8 @@ void AttnValuesF16(const float* p, const uint16_t* v, int64_t ldv, int64_t d, in
 void AttnValuesF32(const float* p, const float* v, int64_t ldv, int64_t d, int64_t nt, float* out);
 }  // namespace avx2
 namespace avx512 {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1);
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1);
+void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                int64_t ldy, int64_t r0, int64_t r1);
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1);
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
@@ -82,13 +84,14 @@ void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, 
 #if defined(__aarch64__)
 // Baseline NEON (armv8-a): matmuls and element-wise kernels of all three NEON tiers.
 namespace neon {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1);
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1);
+void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                int64_t ldy, int64_t r0, int64_t r1);
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1);
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
               int64_t ldy, int64_t r0, int64_t r1);
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out);
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out);
 void ConvertF16(const float* x, int64_t n, uint16_t* out);
 void ConvertBf16(const float* x, int64_t n, uint16_t* out);
 float SumSquares(const float* x, int64_t n);

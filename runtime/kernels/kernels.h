@@ -1,5 +1,5 @@
 // Compute kernels of the runtime: W8A16 / W4A8 GEMV and GEMM on packed weights, activation
-// conversion and quantization, fused RMSNorm / SwiGLU, attention helpers.
+// quantization, fused RMSNorm / SwiGLU, attention helpers.
 //
 // Layouts: see runtime/kernels/layout.h. Each operation exists per ISA tier in a
 // KernelTable; the free functions below dispatch to the table of ActiveIsaTier() (one
@@ -10,8 +10,8 @@
 //  - 0 <= r0 <= r1 <= w.rows; ranges that start and end on multiples of kRowInterleave
 //    (or at w.rows) are fastest, any range is correct. Disjoint ranges may run on
 //    different threads concurrently (each writes only its own rows).
-//  - Activation rows hold PaddedCols(w.cols) fp16 values / Groups(w.cols) BlockQ8A blocks
-//    with zero padding (as written by ConvertActF16 / QuantizeActQ8A).
+//  - Activation rows hold Groups(w.cols) BlockQ16A / BlockQ8A blocks, the last group zero
+//    padded (as written by QuantizeActQ16A / QuantizeActQ8A).
 //  - Pointers need only the natural alignment of their element type (128-byte aligned
 //    buffers are recommended); packed weights may start at any byte.
 //  - Outputs must not alias inputs. No function allocates memory.
@@ -28,19 +28,20 @@ namespace ari::runtime::kernels {
 struct KernelTable {
   IsaTier tier = IsaTier::kScalar;
   // y[r] = sum_k W[r][k] * x[k] for r in [r0, r1).
-  void (*gemv_w8a16)(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0,
+  void (*gemv_w8a16)(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0,
                      int64_t r1) = nullptr;
   // y[t * ldy + r] = sum_k W[r][k] * x[t * ldx + k] for t < n, r in [r0, r1).
-  // ldx in fp16 elements (>= PaddedCols), ldy in floats.
-  void (*gemm_w8a16)(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+  // ldx in blocks (>= Groups(cols)), ldy in floats.
+  void (*gemm_w8a16)(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                      int64_t ldy, int64_t r0, int64_t r1) = nullptr;
   void (*gemv_w4a8)(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
                     int64_t r1) = nullptr;
   // ldx in blocks (>= Groups(cols)).
   void (*gemm_w4a8)(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
                     int64_t ldy, int64_t r0, int64_t r1) = nullptr;
-  // n % 32 == 0: n / 32 blocks (see BlockQ8A).
+  // n % 32 == 0: n / 32 blocks (see BlockQ8A, BlockQ16A).
   void (*quantize_q8a)(const float* x, int64_t n, BlockQ8A* out) = nullptr;
+  void (*quantize_q16a)(const float* x, int64_t n, BlockQ16A* out) = nullptr;
   // out[i] = fp16(clamp(x[i], -65504, 65504)), round to nearest even; any n.
   void (*convert_f16)(const float* x, int64_t n, uint16_t* out) = nullptr;
   // out[i] = bf16(x[i]), round to nearest even; any n.
@@ -80,10 +81,10 @@ Result<void> CheckMatmulArgs(const PackedMatrix& w, PackedPrecision expected, in
                              int64_t r1);
 
 // ---- Dispatching entry points (ActiveKernels()) ----
-inline void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
+inline void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
   ActiveKernels().gemv_w8a16(w, x, y, r0, r1);
 }
-inline void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+inline void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                       int64_t ldy, int64_t r0, int64_t r1) {
   ActiveKernels().gemm_w8a16(w, x, ldx, n, y, ldy, r0, r1);
 }
@@ -97,26 +98,26 @@ inline void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int6
 
 // Activation preparation for one token row of `cols` values. Each has an overload taking
 // an explicit table (tests, benchmarks) and one using ActiveKernels().
-// fp32 -> PaddedCols(cols) fp16 values (zero padded).
-void ConvertActF16(const KernelTable& k, const float* x, int64_t cols, uint16_t* out);
+// fp32 -> Groups(cols) BlockQ16A (last group zero padded).
+void QuantizeActQ16A(const KernelTable& k, const float* x, int64_t cols, BlockQ16A* out);
 // fp32 -> Groups(cols) BlockQ8A (last group zero padded).
 void QuantizeActQ8A(const KernelTable& k, const float* x, int64_t cols, BlockQ8A* out);
 // out = x / sqrt(mean(x^2) + eps) * weight (fp32, `cols` values).
 void RmsNorm(const KernelTable& k, const float* x, const float* weight, int64_t cols, float eps,
              float* out);
 // RMSNorm fused with the W8A16 / W4A8 activation format (no fp32 row written).
-void RmsNormToF16(const KernelTable& k, const float* x, const float* weight, int64_t cols,
-                  float eps, uint16_t* out);
+void RmsNormToQ16A(const KernelTable& k, const float* x, const float* weight, int64_t cols,
+                   float eps, BlockQ16A* out);
 void RmsNormToQ8A(const KernelTable& k, const float* x, const float* weight, int64_t cols,
                   float eps, BlockQ8A* out);
 // SwiGLU fused with the activation formats (the FFN down projection's input).
-void SwiGluToF16(const KernelTable& k, const float* gate, const float* up, int64_t cols,
-                 uint16_t* out);
+void SwiGluToQ16A(const KernelTable& k, const float* gate, const float* up, int64_t cols,
+                  BlockQ16A* out);
 void SwiGluToQ8A(const KernelTable& k, const float* gate, const float* up, int64_t cols,
                  BlockQ8A* out);
 
-inline void ConvertActF16(const float* x, int64_t cols, uint16_t* out) {
-  ConvertActF16(ActiveKernels(), x, cols, out);
+inline void QuantizeActQ16A(const float* x, int64_t cols, BlockQ16A* out) {
+  QuantizeActQ16A(ActiveKernels(), x, cols, out);
 }
 inline void QuantizeActQ8A(const float* x, int64_t cols, BlockQ8A* out) {
   QuantizeActQ8A(ActiveKernels(), x, cols, out);
@@ -124,16 +125,16 @@ inline void QuantizeActQ8A(const float* x, int64_t cols, BlockQ8A* out) {
 inline void RmsNorm(const float* x, const float* weight, int64_t cols, float eps, float* out) {
   RmsNorm(ActiveKernels(), x, weight, cols, eps, out);
 }
-inline void RmsNormToF16(const float* x, const float* weight, int64_t cols, float eps,
-                         uint16_t* out) {
-  RmsNormToF16(ActiveKernels(), x, weight, cols, eps, out);
+inline void RmsNormToQ16A(const float* x, const float* weight, int64_t cols, float eps,
+                          BlockQ16A* out) {
+  RmsNormToQ16A(ActiveKernels(), x, weight, cols, eps, out);
 }
 inline void RmsNormToQ8A(const float* x, const float* weight, int64_t cols, float eps,
                          BlockQ8A* out) {
   RmsNormToQ8A(ActiveKernels(), x, weight, cols, eps, out);
 }
-inline void SwiGluToF16(const float* gate, const float* up, int64_t cols, uint16_t* out) {
-  SwiGluToF16(ActiveKernels(), gate, up, cols, out);
+inline void SwiGluToQ16A(const float* gate, const float* up, int64_t cols, BlockQ16A* out) {
+  SwiGluToQ16A(ActiveKernels(), gate, up, cols, out);
 }
 inline void SwiGluToQ8A(const float* gate, const float* up, int64_t cols, BlockQ8A* out) {
   SwiGluToQ8A(ActiveKernels(), gate, up, cols, out);

@@ -30,13 +30,16 @@
 // no horizontal reduction, and the 8 per-row results of a group land in one vector that is
 // scaled by the 8 row scales at once.
 //
-// ---- W8A16 activations ----
-// fp16 (IEEE binary16), Kp elements per token, elements [K, Kp) zero. fp16 rather than bf16
-// because its 11-bit significand keeps the quality mode close to fp32 (relative rounding
-// error 2^-11 vs 2^-8 for bf16, i.e. smaller than the Q8_0 weight error instead of larger),
-// and both x86 (F16C vcvtph2ps) and ARM (fcvtl) convert it in one instruction. The range
-// (|x| <= 65504) is enough for normalized/SwiGLU activations; the converters saturate
-// larger values instead of producing Inf. Accumulation is fp32.
+// ---- W8A16 activations: BlockQ16A (68 bytes per group of 32) ----
+// float d; int16 qs[32]: x[j] ~= d * qs[j], qs in [-32767, 32767], d = max|x| / 32767,
+// qs = round-to-nearest-even(x * (1 / d)) (d below FLT_MIN, or a zero group, gives d = 0 and
+// qs = 0). 16-bit integers rather than fp16 so the weight x activation products are exact
+// int32 dot products (vpmaddwd / vpdpwssd on x86, smlal on ARM) instead of an fp32 FMA per
+// weight: the kernels do 2-4x fewer operations per weight and W8A16 decode streams at the
+// memory's speed. Quality: the rounding error is at most d / 2 = max|x| / 65534 per value,
+// below fp16's 2^-11 relative error for every value above 1/32 of its group's maximum, and
+// far below the Q8_0 weight error (max|w| / 254) for all; docs/benchmarks.md "Quality"
+// has the stories260K golden agreement. Internal format, never stored in files.
 //
 // ---- W4A8 activations: BlockQ8A (40 bytes per group of 32) ----
 // float d; int32 sum; int8 qs[32]: x[j] ~= d * qs[j], qs in [-127, 127], d = max|x| / 127,
@@ -70,6 +73,13 @@ struct BlockQ8A {
 };
 static_assert(sizeof(BlockQ8A) == 40);
 
+// W8A16 activation group.
+struct BlockQ16A {
+  float d;
+  int16_t qs[kGroup];
+};
+static_assert(sizeof(BlockQ16A) == 68);
+
 // A packed matrix as kernels see it (a view: the bytes live in a mapped file or arena).
 struct PackedMatrix {
   PackedPrecision precision = PackedPrecision::kW8;
@@ -91,8 +101,8 @@ constexpr int64_t RowBlockBytes(PackedPrecision p, int64_t cols) {
 constexpr int64_t PackedBytes(PackedPrecision p, int64_t rows, int64_t cols) {
   return RowBlocks(rows) * RowBlockBytes(p, cols);
 }
-// Elements of a W8A16 activation row (fp16) and blocks of a W4A8 activation row.
-constexpr int64_t ActF16Elems(int64_t cols) { return PaddedCols(cols); }
+// Blocks of a W8A16 and of a W4A8 activation row.
+constexpr int64_t ActQ16ABlocks(int64_t cols) { return Groups(cols); }
 constexpr int64_t ActQ8ABlocks(int64_t cols) { return Groups(cols); }
 
 }  // namespace ari::runtime::kernels

@@ -1,8 +1,9 @@
 // Scalar matmul kernels: the specification of the packed formats' arithmetic.
 //
-// W8A16: y[r] = sum_g d[r][g] * (sum_j q[r][g][j] * x[32 g + j]), x converted from fp16,
-//   each group's inner sum and the outer sum in fp32, in index order. SIMD paths reorder
-//   the fp32 additions (tolerance-tested).
+// W8A16: per group g, isum = sum_j q[r][g][j] * a[g].qs[j] (exact int32: |isum| <= 128 *
+//   32767 * 32 < 2^31), then acc = fma(float(isum), dw[r][g] * da[g], acc) in group order
+//   starting at acc = 0. SIMD paths do exactly this, so W8A16 results are bit-identical
+//   across tiers (x86 and ARM).
 // W4A8: per group g, isum = sum_j q[r][g][j] * a[g][j] (exact int32), then
 //   acc = fma(float(isum - 8 * sum[g]), dw[r][g] * da[g], acc) in group order starting at
 //   acc = 0. SIMD paths do exactly this, so W4A8 results are bit-identical across tiers.
@@ -26,21 +27,20 @@ inline int W4Quant(const std::byte* nibbles, int i, int j) {
 
 namespace scalar {
 
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
+void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* block = w.data + b * groups * kW8TileBytes;
     float acc[kRowInterleave] = {};
     for (int64_t g = 0; g < groups; ++g) {
       const std::byte* tile = block + g * kW8TileBytes;
-      float xf[kGroup];
-      for (int j = 0; j < kGroup; ++j) xf[j] = Fp16ToFp32(x[g * kGroup + j]);
+      const BlockQ16A& a = x[g];
       for (int i = 0; i < kRowInterleave; ++i) {
-        const float d = Fp16ToFp32(LoadU16(tile + int64_t{2} * i));
         const auto* q = reinterpret_cast<const int8_t*>(tile + 16 + int64_t{32} * i);
-        float s = 0.0f;
-        for (int j = 0; j < kGroup; ++j) s += static_cast<float>(q[j]) * xf[j];
-        acc[i] += d * s;
+        int32_t isum = 0;
+        for (int j = 0; j < kGroup; ++j) isum += int32_t{q[j]} * a.qs[j];
+        const float dw = Fp16ToFp32(LoadU16(tile + int64_t{2} * i));
+        acc[i] = std::fma(static_cast<float>(isum), dw * a.d, acc[i]);
       }
     }
     for (int i = 0; i < kRowInterleave; ++i) {
@@ -50,7 +50,7 @@ void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, i
   }
 }
 
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                int64_t ldy, int64_t r0, int64_t r1) {
   for (int64_t t = 0; t < n; ++t) scalar::GemvW8A16(w, x + t * ldx, y + t * ldy, r0, r1);
 }

@@ -2,6 +2,7 @@
 // scalar kernel table.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "runtime/core/tensor_types.h"
@@ -27,6 +28,23 @@ void QuantizeQ8AScalar(const float* x, int64_t n, BlockQ8A* out) {
       sum += b.qs[j];
     }
     b.sum = sum;
+  }
+}
+
+void QuantizeQ16AScalar(const float* x, int64_t n, BlockQ16A* out) {
+  for (int64_t g = 0; g < n / kGroup; ++g) {
+    const float* xg = x + g * kGroup;
+    float amax = 0.0f;
+    for (int j = 0; j < kGroup; ++j) amax = std::max(amax, std::fabs(xg[j]));
+    float d = amax / 32767.0f;
+    if (d < std::numeric_limits<float>::min()) d = 0.0f;  // 1 / d would overflow
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    BlockQ16A& b = out[g];
+    b.d = d;
+    for (int j = 0; j < kGroup; ++j) {
+      const float v = std::nearbyint(xg[j] * id);  // |v| <= 32767 by construction
+      b.qs[j] = static_cast<int16_t>(static_cast<int>(v));
+    }
   }
 }
 
@@ -100,6 +118,7 @@ void AttnValuesScalar(const float* p, const T* v, int64_t ldv, int64_t d, int64_
 
 namespace scalar {
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out) { QuantizeQ8AScalar(x, n, out); }
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out) { QuantizeQ16AScalar(x, n, out); }
 void ConvertF16(const float* x, int64_t n, uint16_t* out) { ConvertF16Scalar(x, n, out); }
 void ConvertBf16(const float* x, int64_t n, uint16_t* out) { ConvertBf16Scalar(x, n, out); }
 float SumSquares(const float* x, int64_t n) { return SumSquaresScalar(x, n); }

@@ -53,7 +53,7 @@ struct Operands {
   Operands(const MeasureOptions& o)
       : w8(static_cast<size_t>(PackedBytes(PackedPrecision::kW8, o.rows, o.cols))),
         w4(static_cast<size_t>(PackedBytes(PackedPrecision::kW4, o.rows, o.cols))),
-        x16(static_cast<size_t>(ActF16Elems(o.cols) * o.gemm_n) * sizeof(uint16_t)),
+        x16(static_cast<size_t>(ActQ16ABlocks(o.cols) * o.gemm_n) * sizeof(BlockQ16A)),
         xq(static_cast<size_t>(ActQ8ABlocks(o.cols) * o.gemm_n) * sizeof(BlockQ8A)),
         y(static_cast<size_t>(o.rows * o.gemm_n) * sizeof(float)) {
     std::vector<float> src(static_cast<size_t>(o.rows * o.cols));
@@ -67,7 +67,8 @@ struct Operands {
     const KernelTable& k = KernelsFor(IsaTier::kScalar);
     for (int64_t t = 0; t < o.gemm_n; ++t) {
       const float* row = src.data() + t * o.cols;  // any values of the right range
-      ConvertActF16(k, row, o.cols, reinterpret_cast<uint16_t*>(x16.p) + t * ActF16Elems(o.cols));
+      QuantizeActQ16A(k, row, o.cols,
+                      reinterpret_cast<BlockQ16A*>(x16.p) + t * ActQ16ABlocks(o.cols));
       QuantizeActQ8A(k, row, o.cols, reinterpret_cast<BlockQ8A*>(xq.p) + t * ActQ8ABlocks(o.cols));
     }
     m8 = PackedMatrix{PackedPrecision::kW8, w8.p, o.rows, o.cols};
@@ -79,13 +80,13 @@ struct Operands {
 };
 
 void RunOnce(const KernelTable& k, MatmulFamily f, const Operands& d, const MeasureOptions& o) {
-  const auto* x16 = reinterpret_cast<const uint16_t*>(d.x16.p);
+  const auto* x16 = reinterpret_cast<const BlockQ16A*>(d.x16.p);
   const auto* xq = reinterpret_cast<const BlockQ8A*>(d.xq.p);
   auto* y = reinterpret_cast<float*>(d.y.p);
   switch (f) {
     case MatmulFamily::kGemvW8A16: return k.gemv_w8a16(d.m8, x16, y, 0, o.rows);
     case MatmulFamily::kGemmW8A16:
-      return k.gemm_w8a16(d.m8, x16, ActF16Elems(o.cols), o.gemm_n, y, o.rows, 0, o.rows);
+      return k.gemm_w8a16(d.m8, x16, ActQ16ABlocks(o.cols), o.gemm_n, y, o.rows, 0, o.rows);
     case MatmulFamily::kGemvW4A8: return k.gemv_w4a8(d.m4, xq, y, 0, o.rows);
     case MatmulFamily::kGemmW4A8:
       return k.gemm_w4a8(d.m4, xq, ActQ8ABlocks(o.cols), o.gemm_n, y, o.rows, 0, o.rows);

@@ -73,12 +73,26 @@ TEST_P(OpsPathTest, QuantizeAndConvertAreBitExact) {
       for (int j = 0; j < 32; ++j) sum += q_ref[g].qs[j];
       ASSERT_EQ(q_ref[g].sum, sum);
     }
-    std::vector<uint16_t> h_ref(static_cast<size_t>(PaddedCols(n)), 0xffff), h_simd = h_ref;
-    ConvertActF16(ref_, x.data(), n, h_ref.data());
-    ConvertActF16(k, x.data(), n, h_simd.data());
-    EXPECT_EQ(h_ref, h_simd);
-    EXPECT_EQ(h_ref[0], 0x7bff);  // 65504, not Inf
-    for (int64_t i = n; i < PaddedCols(n); ++i) EXPECT_EQ(h_ref[static_cast<size_t>(i)], 0);
+    // Q16A (W8A16 activations): bit-identical, each value within half a step of x.
+    TestBuffer c1(static_cast<size_t>(Groups(n)) * sizeof(BlockQ16A)),
+        c2(static_cast<size_t>(Groups(n)) * sizeof(BlockQ16A));
+    auto* h_ref = reinterpret_cast<BlockQ16A*>(c1.At(4));
+    auto* h_simd = reinterpret_cast<BlockQ16A*>(c2.At(8));
+    QuantizeActQ16A(ref_, x.data(), n, h_ref);
+    QuantizeActQ16A(k, x.data(), n, h_simd);
+    EXPECT_EQ(std::memcmp(h_ref, h_simd, static_cast<size_t>(Groups(n)) * sizeof(BlockQ16A)), 0);
+    for (int64_t i = 0; i < PaddedCols(n); ++i) {
+      const BlockQ16A& blk = h_ref[i / 32];
+      const float xi = i < n ? x[static_cast<size_t>(i)] : 0.0f;  // the tail is zero padded
+      // Half a step, plus the fp32 rounding of x * (1 / d) (relative 2^-23, 1e-6 with margin).
+      const double err = std::fabs(static_cast<double>(blk.d) * blk.qs[i % 32] - xi);
+      ASSERT_LE(err, 0.5 * blk.d + 1e-6 * std::fabs(xi)) << "value " << i;
+    }
+    std::vector<uint16_t> f_ref(static_cast<size_t>(n)), f_simd = f_ref;
+    ref_.convert_f16(x.data(), n, f_ref.data());
+    k.convert_f16(x.data(), n, f_simd.data());
+    EXPECT_EQ(f_ref, f_simd);
+    EXPECT_EQ(f_ref[0], 0x7bff);  // 65504, not Inf
     std::vector<uint16_t> bf_ref(static_cast<size_t>(n)), bf_simd(static_cast<size_t>(n));
     x[0] = std::nanf("");
     k.convert_bf16(x.data(), n, bf_simd.data());
@@ -87,6 +101,32 @@ TEST_P(OpsPathTest, QuantizeAndConvertAreBitExact) {
     for (int64_t i = 1; i < n; ++i)
       ASSERT_EQ(bf_ref[static_cast<size_t>(i)], Fp32ToBf16(x[static_cast<size_t>(i)]));
   }
+}
+
+// Q16A edge groups: all zero, below FLT_MIN * 32767 (1 / d would overflow), one value at
+// the maximum with the others tiny, and values that round exactly half way.
+TEST_P(OpsPathTest, QuantizeQ16AEdgeGroups) {
+  ARI_REQUIRE_TIER(GetParam());
+  const KernelTable& k = KernelsFor(GetParam());
+  std::vector<float> x(32 * 4, 0.0f);
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(32 + j)] = (j % 2 ? -1.0f : 1.0f) * 1e-36f;
+  x[64] = 3.0f;
+  for (int j = 1; j < 32; ++j) x[static_cast<size_t>(64 + j)] = 1e-9f * static_cast<float>(j);
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(96 + j)] = static_cast<float>(j - 16) * 0.5f;
+  x[96] = 32767.0f;  // d = 1: the other values are k + 0.5 halves, rounded to even
+  std::vector<BlockQ16A> r(4), s(4);
+  QuantizeActQ16A(ref_, x.data(), 128, r.data());
+  QuantizeActQ16A(k, x.data(), 128, s.data());
+  EXPECT_EQ(std::memcmp(r.data(), s.data(), 4 * sizeof(BlockQ16A)), 0);
+  EXPECT_EQ(r[0].d, 0.0f);
+  EXPECT_EQ(r[1].d, 0.0f);  // subnormal scale: the group reads as zero
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(r[1].qs[j], 0);
+  EXPECT_EQ(r[2].qs[0], 32767);
+  EXPECT_EQ(r[3].d, 1.0f);
+  EXPECT_EQ(r[3].qs[0], 32767);
+  EXPECT_EQ(r[3].qs[1], -8);  // -7.5 -> -8 (even)
+  EXPECT_EQ(r[3].qs[2], -7);  // -7.0
+  EXPECT_EQ(r[3].qs[3], -6);  // -6.5 -> -6 (even)
 }
 
 TEST_P(OpsPathTest, RmsNormFusedMatchesReference) {
@@ -118,10 +158,10 @@ TEST_P(OpsPathTest, RmsNormFusedMatchesReference) {
     QuantizeActQ8A(k, f_simd.data(), n, q_unfused.data());
     EXPECT_EQ(std::memcmp(q_unfused.data(), q_simd.data(), q_ref.size() * sizeof(BlockQ8A)), 0);
 
-    std::vector<uint16_t> h_simd(static_cast<size_t>(PaddedCols(n)), 0xffff), h_unfused = h_simd;
-    RmsNormToF16(k, x.data(), w.data(), n, 1e-5f, h_simd.data());
-    ConvertActF16(k, f_simd.data(), n, h_unfused.data());
-    EXPECT_EQ(h_simd, h_unfused);
+    std::vector<BlockQ16A> h_simd(static_cast<size_t>(Groups(n))), h_unfused = h_simd;
+    RmsNormToQ16A(k, x.data(), w.data(), n, 1e-5f, h_simd.data());
+    QuantizeActQ16A(k, f_simd.data(), n, h_unfused.data());
+    EXPECT_EQ(std::memcmp(h_simd.data(), h_unfused.data(), h_simd.size() * sizeof(BlockQ16A)), 0);
   }
 }
 
@@ -149,10 +189,10 @@ TEST_P(OpsPathTest, SwiGluMatchesReference) {
     SwiGluToQ8A(k, g.data(), u.data(), n, q.data());
     QuantizeActQ8A(k, s.data(), n, q2.data());
     EXPECT_EQ(std::memcmp(q.data(), q2.data(), q.size() * sizeof(BlockQ8A)), 0);
-    std::vector<uint16_t> h(static_cast<size_t>(PaddedCols(n))), h2 = h;
-    SwiGluToF16(k, g.data(), u.data(), n, h.data());
-    ConvertActF16(k, s.data(), n, h2.data());
-    EXPECT_EQ(h, h2);
+    std::vector<BlockQ16A> h(static_cast<size_t>(Groups(n))), h2 = h;
+    SwiGluToQ16A(k, g.data(), u.data(), n, h.data());
+    QuantizeActQ16A(k, s.data(), n, h2.data());
+    EXPECT_EQ(std::memcmp(h.data(), h2.data(), h.size() * sizeof(BlockQ16A)), 0);
   }
 }
 

@@ -1,11 +1,9 @@
 // AArch64 baseline NEON (armv8-a) matmul kernels. Same formats and arithmetic contracts as
 // matmul_avx2.cc (see layout.h and scalar_matmul.cc):
 //
-// W8A16: per row and group, 4 fp32 lanes form s = sum q * x (one mul, then 7 fma in element
-//   order; int8 weights widened sxtl -> scvtf, fp16 activations widened with fcvtl), then
-//   acc = fma(s, d, acc) over groups, then a fixed pairwise horizontal sum (faddp). GEMV and
-//   GEMM use the same per-(row, token) operation sequence, so GEMM output is bit-identical
-//   to N GEMVs; against the scalar reference only the fp32 summation order differs.
+// W8A16: per row and group, int8 weights widened (sxtl) times int16 activations by widening
+//   smull/smlal into 4 int32 lanes (exact), a pairwise add (addp) tree to one int32 per row,
+//   then fma(float(isum), d_w * d_a, acc) per group: bit-identical to the scalar reference.
 // W4A8 (no dot-product instructions): nibbles are unpacked to int8 (and / ushr), multiplied
 //   with broadcast 4-byte activation quads by widening smull/smlal into int16 lanes (at
 //   most 8 products of |15 * 127| per lane: exact), then pairwise widened to one int32 per
@@ -27,98 +25,103 @@
 namespace ari::runtime::kernels::internal {
 namespace {
 
-// 32 int8 quants -> 8 x 4 fp32.
-inline void LoadQ8x32(const std::byte* p, float32x4_t w[8]) {
-  const int8x16_t a = vld1q_s8(reinterpret_cast<const int8_t*>(p));
-  const int8x16_t b = vld1q_s8(reinterpret_cast<const int8_t*>(p) + 16);
-  const int16x8_t h[4] = {vmovl_s8(vget_low_s8(a)), vmovl_high_s8(a), vmovl_s8(vget_low_s8(b)),
-                          vmovl_high_s8(b)};
-  for (int k = 0; k < 4; ++k) {
-    w[2 * k] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h[k])));
-    w[2 * k + 1] = vcvtq_f32_s32(vmovl_high_s16(h[k]));
-  }
-}
-// 8 int8 quants -> 2 x 4 fp32.
-inline void LoadQ8x8(const std::byte* p, float32x4_t* w0, float32x4_t* w1) {
-  const int16x8_t h = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(p)));
-  *w0 = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
-  *w1 = vcvtq_f32_s32(vmovl_high_s16(h));
-}
-
 // ---------------------------------------------------------------- W8A16
 
-void GemvW8A16Neon(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
+// Row q's 32 int8 quants widened to int16 (sxtl).
+inline void WidenQ8(const std::byte* q, int16x8_t h[4]) {
+  const int8x16_t a = vld1q_s8(reinterpret_cast<const int8_t*>(q));
+  const int8x16_t b = vld1q_s8(reinterpret_cast<const int8_t*>(q) + 16);
+  h[0] = vmovl_s8(vget_low_s8(a));
+  h[1] = vmovl_high_s8(a);
+  h[2] = vmovl_s8(vget_low_s8(b));
+  h[3] = vmovl_high_s8(b);
+}
+
+// 4 int32 lanes whose sum is the exact dot of widened weights h with activations x
+// (|product| <= 128 * 32767, 8 per lane).
+inline int32x4_t DotQ16(const int16x8_t h[4], const int16x8_t x[4]) {
+  int32x4_t s = vmull_s16(vget_low_s16(h[0]), vget_low_s16(x[0]));
+  s = vmlal_high_s16(s, h[0], x[0]);
+  for (int c = 1; c < 4; ++c) {
+    s = vmlal_s16(s, vget_low_s16(h[c]), vget_low_s16(x[c]));
+    s = vmlal_high_s16(s, h[c], x[c]);
+  }
+  return s;
+}
+
+// Lane k = the sum of the lanes of s[k] (exact int32).
+inline int32x4_t Sum4(const int32x4_t s[4]) {
+  return vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
+}
+
+inline void LoadQ16(const BlockQ16A& a, int16x8_t x[4]) {
+  for (int c = 0; c < 4; ++c) x[c] = vld1q_s16(a.qs + 8 * c);
+}
+
+void GemvW8A16Neon(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* tile = w.data + b * groups * kW8TileBytes;
-    float32x4_t acc[kRowInterleave];
-    for (auto& a : acc) a = vdupq_n_f32(0.0f);
+    float32x4_t acc_lo = vdupq_n_f32(0.0f), acc_hi = vdupq_n_f32(0.0f);
     for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-      float32x4_t xv[8];
-      for (int c = 0; c < 8; ++c) xv[c] = LoadF16x4(x + g * kGroup + 4 * c);
-      float32x4_t d_lo, d_hi;
-      LoadScales(tile, &d_lo, &d_hi);
-      float d[kRowInterleave];
-      vst1q_f32(d, d_lo);
-      vst1q_f32(d + 4, d_hi);
+      int16x8_t xv[4];
+      LoadQ16(x[g], xv);
+      int32x4_t s[kRowInterleave];
 #pragma GCC unroll 8
       for (int i = 0; i < kRowInterleave; ++i) {
-        float32x4_t wv[8];
-        LoadQ8x32(tile + 16 + 32 * i, wv);
-        float32x4_t s = vmulq_f32(wv[0], xv[0]);
-        for (int c = 1; c < 8; ++c) s = vfmaq_f32(s, wv[c], xv[c]);
-        acc[i] = vfmaq_f32(acc[i], s, vdupq_n_f32(d[i]));
+        int16x8_t h[4];
+        WidenQ8(tile + 16 + 32 * i, h);
+        s[i] = DotQ16(h, xv);
       }
+      float32x4_t d_lo, d_hi;
+      LoadScales(tile, &d_lo, &d_hi);
+      const float32x4_t da = vdupq_n_f32(x[g].d);
+      acc_lo = vfmaq_f32(acc_lo, vcvtq_f32_s32(Sum4(s)), vmulq_f32(d_lo, da));
+      acc_hi = vfmaq_f32(acc_hi, vcvtq_f32_s32(Sum4(s + 4)), vmulq_f32(d_hi, da));
     }
-    for (int i = 0; i < kRowInterleave; ++i) {
-      const int64_t r = b * kRowInterleave + i;
-      if (r >= r0 && r < r1) y[r] = vaddvq_f32(acc[i]);
-    }
+    StoreRows(acc_lo, acc_hi, y, b, r0, r1);
   }
 }
 
-// W8A16 GEMM micro-kernel (gemm_driver.h, row pairs): rows i, i+1 of one row block
-// against NT tokens, the same per-(row, token) operations as GemvW8A16Neon.
+// W8A16 GEMM micro-kernel (gemm_driver.h, row pairs): rows i, i+1 of one row block against
+// 4 tokens, one token per fp32 lane; per (row, token) the GEMV's operations.
 struct W8PairTiles : W8A16Tiles {
-  static constexpr int kTileTokens[] = {4};  // 2 rows x 4 tokens, tails 1-3
+  static constexpr int kTileTokens[] = {4};  // 2 rows x 4 tokens; tails compute all 4 lanes
 
   template <int NT>
-  static void Tile(const std::byte* block, int64_t groups, int i, const uint16_t* const* xt,
+  static void Tile(const std::byte* block, int64_t groups, int i, const BlockQ16A* const* xt,
                    float out[2][kTileTokens[0]]) {
-    float32x4_t acc0[NT], acc1[NT];
-    for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = vdupq_n_f32(0.0f);
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     const std::byte* tile = block;
     for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-      const std::byte* q0 = tile + 16 + 32 * i;
-      const std::byte* q1 = q0 + 32;
-      float32x4_t s0[NT], s1[NT];
+      int16x8_t h0[4], h1[4];
+      WidenQ8(tile + 16 + 32 * i, h0);
+      WidenQ8(tile + 16 + 32 * (i + 1), h1);
+      int32x4_t s0[4], s1[4];
+      float da[4];
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {  // 8 quants of each row per step
-        float32x4_t w0a, w0b, w1a, w1b;
-        LoadQ8x8(q0 + 8 * c, &w0a, &w0b);
-        LoadQ8x8(q1 + 8 * c, &w1a, &w1b);
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t) {
-          const float32x4_t xa = LoadF16x4(xt[t] + g * kGroup + 8 * c);
-          const float32x4_t xb = LoadF16x4(xt[t] + g * kGroup + 8 * c + 4);
-          s0[t] = c == 0 ? vmulq_f32(w0a, xa) : vfmaq_f32(s0[t], w0a, xa);
-          s1[t] = c == 0 ? vmulq_f32(w1a, xa) : vfmaq_f32(s1[t], w1a, xa);
-          s0[t] = vfmaq_f32(s0[t], w0b, xb);
-          s1[t] = vfmaq_f32(s1[t], w1b, xb);
-        }
+      for (int t = 0; t < 4; ++t) {  // xt[t] past the tile's last token repeats it
+        int16x8_t xv[4];
+        LoadQ16(xt[t][g], xv);
+        s0[t] = DotQ16(h0, xv);
+        s1[t] = DotQ16(h1, xv);
+        da[t] = xt[t][g].d;
       }
-      const float32x4_t d0 = vdupq_n_f32(
-          vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(LoadU16(tile + 2 * i)))), 0));
-      const float32x4_t d1 = vdupq_n_f32(vgetq_lane_f32(
-          vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(LoadU16(tile + 2 * i + 2)))), 0));
-      for (int t = 0; t < NT; ++t) {
-        acc0[t] = vfmaq_f32(acc0[t], s0[t], d0);
-        acc1[t] = vfmaq_f32(acc1[t], s1[t], d1);
-      }
+      float32x4_t d_lo, d_hi;
+      LoadScales(tile, &d_lo, &d_hi);
+      float dw[kRowInterleave];
+      vst1q_f32(dw, d_lo);
+      vst1q_f32(dw + 4, d_hi);
+      const float32x4_t dav = vld1q_f32(da);
+      acc0 = vfmaq_f32(acc0, vcvtq_f32_s32(Sum4(s0)), vmulq_f32(vdupq_n_f32(dw[i]), dav));
+      acc1 = vfmaq_f32(acc1, vcvtq_f32_s32(Sum4(s1)), vmulq_f32(vdupq_n_f32(dw[i + 1]), dav));
     }
+    float o0[4], o1[4];
+    vst1q_f32(o0, acc0);
+    vst1q_f32(o1, acc1);
     for (int t = 0; t < NT; ++t) {
-      out[0][t] = vaddvq_f32(acc0[t]);
-      out[1][t] = vaddvq_f32(acc1[t]);
+      out[0][t] = o0[t];
+      out[1][t] = o1[t];
     }
   }
 };
@@ -216,10 +219,10 @@ struct W4BlockTiles : NeonW4A8Tiles {
 }  // namespace
 
 namespace neon {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
+void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
   GemvW8A16Neon(w, x, y, r0, r1);
 }
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
+void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                int64_t ldy, int64_t r0, int64_t r1) {
   GemmRowPairTiles<W8PairTiles>(w, x, ldx, n, y, ldy, r0, r1);
 }

@@ -40,6 +40,30 @@ static inline __m256i Bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// ---- W8A16 (int8 weights x int16 activations, scalar_matmul.cc) ----
+
+// Lane i = the sum of the 8 lanes of p[i] (exact int32; the order does not matter).
+static inline __m256i SumRows8(const __m256i p[8]) {
+  const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+  const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
+  const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i h0123 = _mm256_hadd_epi32(h01, h23);  // halves: rows 0-3, lanes 0-3 / 4-7
+  const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+// acc = fma(float(isum), dw * da, acc) per row lane (the scalar spec's last step).
+static inline __m256 W8Accumulate(__m256i isum, __m256 dw, float da, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc);
+}
+
+// The 8 fp16 row scales of a W8 / W4 tile as fp32.
+static inline __m256 LoadRowScales(const std::byte* tile) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
+}
+
 // Stores lanes of `v` (rows 8b .. 8b+7) that fall in [r0, r1) to y[row].
 static inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t r1) {
   const int64_t base = b * kRowInterleave;

@@ -1,8 +1,7 @@
-// AVX-512 (F/BW/VL/DQ) + VNNI matmul kernels. Same formats and arithmetic contracts as
-// matmul_avx2.cc: W4A8 is bit-identical to the scalar reference (vpdpbusd gives the exact
-// per-row group dot), W8A16 accumulates in 16 fp32 lanes (a different, tolerance-tested
-// summation order) and its GEMM is bit-identical to N GEMVs. The GEMMs are micro-kernels
-// (W8PairTiles, W4BlockTiles) run by the block/tile loops of gemm_driver.h.
+// AVX-512 (F/BW/VL/DQ) + VNNI W4A8 matmul kernels. Same format and arithmetic contract as
+// matmul_avx2.cc: bit-identical to the scalar reference (vpdpbusd gives the exact per-row
+// group dot). The GEMM is a micro-kernel (W4BlockTiles) run by the block/tile loops of
+// gemm_driver.h. W8A16 of this tier: gemm_w8a16_avx512.cc.
 // Element-wise and attention kernels of this tier are the AVX2 ones (they are not
 // bandwidth critical; on Zen 4 512-bit ops are double-pumped anyway).
 // GCC 12's AVX-512 intrinsic headers use _mm512_undefined_*() as pass-through operands,
@@ -18,81 +17,6 @@
 
 namespace ari::runtime::kernels::internal {
 namespace {
-
-inline float Hsum512(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-inline __m512 LoadQ8x16(const std::byte* p) {
-  return _mm512_cvtepi32_ps(
-      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-inline __m512 LoadF16x16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-inline __m512 ScaleF16(const std::byte* p) { return _mm512_set1_ps(_cvtsh_ss(LoadU16(p))); }
-
-// ---------------------------------------------------------------- W8A16
-
-void GemvW8A16Avx512(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t groups = Groups(w.cols);
-  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
-    const std::byte* tile = w.data + b * groups * kW8TileBytes;
-    __m512 acc[kRowInterleave];
-    for (auto& a : acc) a = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-      const __m512 x0 = LoadF16x16(x + g * kGroup);
-      const __m512 x1 = LoadF16x16(x + g * kGroup + 16);
-#pragma GCC unroll 8
-      for (int i = 0; i < kRowInterleave; ++i) {
-        const std::byte* q = tile + 16 + int64_t{32} * i;
-        const __m512 s = _mm512_fmadd_ps(LoadQ8x16(q + 16), x1, _mm512_mul_ps(LoadQ8x16(q), x0));
-        acc[i] = _mm512_fmadd_ps(s, ScaleF16(tile + int64_t{2} * i), acc[i]);
-      }
-    }
-    for (int i = 0; i < kRowInterleave; ++i) {
-      const int64_t r = b * kRowInterleave + i;
-      if (r >= r0 && r < r1) y[r] = Hsum512(acc[i]);
-    }
-  }
-}
-
-// W8A16 GEMM micro-kernel (gemm_driver.h, row pairs): rows i, i+1 of one row block
-// against NT tokens, the same per-(row, token) operations as GemvW8A16Avx512.
-struct W8PairTiles : W8A16Tiles {
-  static constexpr int kTileTokens[] = {4};  // 2 rows x 4 tokens, tails 1-3
-
-  template <int NT>
-  static void Tile(const std::byte* block, int64_t groups, int i, const uint16_t* const* xt,
-                   float out[2][kTileTokens[0]]) {
-    __m512 acc0[NT], acc1[NT];
-    for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
-    const std::byte* tile = block;
-    for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-      const std::byte* q0 = tile + 16 + int64_t{32} * i;
-      const std::byte* q1 = q0 + 32;
-      const __m512 w00 = LoadQ8x16(q0), w01 = LoadQ8x16(q0 + 16);
-      const __m512 w10 = LoadQ8x16(q1), w11 = LoadQ8x16(q1 + 16);
-      const __m512 d0 = ScaleF16(tile + int64_t{2} * i);
-      const __m512 d1 = ScaleF16(tile + int64_t{2} * i + 2);
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-        const __m512 xa = LoadF16x16(xt[t] + g * kGroup);
-        const __m512 xb = LoadF16x16(xt[t] + g * kGroup + 16);
-        acc0[t] = _mm512_fmadd_ps(_mm512_fmadd_ps(w01, xb, _mm512_mul_ps(w00, xa)), d0, acc0[t]);
-        acc1[t] = _mm512_fmadd_ps(_mm512_fmadd_ps(w11, xb, _mm512_mul_ps(w10, xa)), d1, acc1[t]);
-      }
-    }
-    for (int t = 0; t < NT; ++t) {
-      out[0][t] = Hsum512(acc0[t]);
-      out[1][t] = Hsum512(acc1[t]);
-    }
-  }
-};
 
 // ---------------------------------------------------------------- W4A8
 
@@ -174,13 +98,7 @@ struct W4BlockTiles : Avx2W4A8Tiles {
 }  // namespace
 
 namespace avx512 {
-void GemvW8A16(const PackedMatrix& w, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
-  GemvW8A16Avx512(w, x, y, r0, r1);
-}
-void GemmW8A16(const PackedMatrix& w, const uint16_t* x, int64_t ldx, int64_t n, float* y,
-               int64_t ldy, int64_t r0, int64_t r1) {
-  GemmRowPairTiles<W8PairTiles>(w, x, ldx, n, y, ldy, r0, r1);
-}
+// GemvW8A16, GemmW8A16: runtime/kernels/x86/gemm_w8a16_avx512.cc
 void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   GemvW4A8Avx512(w, x, y, r0, r1);
 }

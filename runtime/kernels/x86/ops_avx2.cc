@@ -64,6 +64,31 @@ void QuantizeQ8AAvx2(const float* x, int64_t n, BlockQ8A* out) {
   }
 }
 
+// As QuantizeQ16AScalar: the same max, quotients and round-to-nearest-even (cvtps).
+void QuantizeQ16AAvx2(const float* x, int64_t n, BlockQ16A* out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t g = 0; g < n / kGroup; ++g) {
+    const float* xg = x + g * kGroup;
+    __m256 v[4];
+    for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(xg + int64_t{8} * c);
+    const __m256 m =
+        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    float d = HmaxPs(m) / 32767.0f;
+    if (d < 1.17549435e-38f) d = 0.0f;  // FLT_MIN: 1 / d would overflow
+    const __m256 idv = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m256i q[4];
+    for (int c = 0; c < 4; ++c) q[c] = _mm256_cvtps_epi32(_mm256_mul_ps(v[c], idv));  // RNE
+    // packs works per 128-bit lane: [0-3 4-7 | 8-11 12-15] after the permute below.
+    const __m256i p01 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8);
+    const __m256i p23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8);
+    BlockQ16A& b = out[g];
+    b.d = d;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.qs), p01);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.qs + 16), p23);
+  }
+}
+
 void ConvertF16Avx2(const float* x, int64_t n, uint16_t* out) {
   const __m256 lo = _mm256_set1_ps(-65504.0f);
   const __m256 hi = _mm256_set1_ps(65504.0f);
@@ -232,6 +257,7 @@ void AttnValuesAvx2(const float* p, const T* v, int64_t ldv, int64_t d, int64_t 
 
 namespace avx2 {
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out) { QuantizeQ8AAvx2(x, n, out); }
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out) { QuantizeQ16AAvx2(x, n, out); }
 void ConvertF16(const float* x, int64_t n, uint16_t* out) { ConvertF16Avx2(x, n, out); }
 void ConvertBf16(const float* x, int64_t n, uint16_t* out) { ConvertBf16Avx2(x, n, out); }
 float SumSquares(const float* x, int64_t n) { return SumSquaresAvx2(x, n); }

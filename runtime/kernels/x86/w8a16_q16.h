@@ -1,0 +1,191 @@
+// Internal: the W8A16 GEMV and GEMM bodies on int16 activations (BlockQ16A), shared by the
+// AVX2 tier (gemm_w8a16_avx2.cc: vpmaddwd + vpaddd) and the AVX-512 VNNI tier
+// (gemm_w8a16_avx512.cc: vpdpwssd on 256-bit vectors, twice the token tile in 32
+// registers). Both compute the scalar spec (scalar_matmul.cc) exactly: per row and group
+// the exact int32 dot isum, then acc = fma(float(isum), d_w * d_a, acc) in group order, so
+// GEMV, GEMM and every tier give the same bits.
+//
+// GEMV (decode): rows are contiguous 32-byte quant runs (layout.h), so per row and group
+// two widening loads and two multiply-adds give 8 int32 partials, and a horizontal-add
+// tree (SumRows8) turns the 8 rows' partials into one vector of row dots: about 7 vector
+// operations per 32 weights, against 14 for the fp32 path this replaced.
+//
+// GEMM (prefill): the weights of one row block and a K slice are first repacked into
+// "pair vectors" (lane = row, holding the row's two int16 weights 2p, 2p + 1: an 8 x 8
+// dword transpose of the widened rows), so each token needs one broadcast of its
+// activation pair and one multiply-add per pair vector, with no horizontal sum: 16
+// multiply-adds per 256 MACs and token. The repack (about 80 operations per row block and
+// group) is paid once per row block, K slice and up to kSuperTokens tokens.
+//
+// Per translation unit (kernel_tiers.h): everything here is static or in an unnamed
+// namespace and compiled with the includer's ISA flags.
+#pragma once
+
+#include "runtime/kernels/x86/avx2_common.h"
+
+namespace ari::runtime::kernels::internal {
+namespace {
+
+// Dot-product step of a tier: isum += the pairwise products of w and x (int16 pairs).
+template <bool kVnni>
+inline __m256i DotPairs(__m256i isum, __m256i w, __m256i x) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  if constexpr (kVnni) return _mm256_dpwssd_epi32(isum, w, x);
+#endif
+  return _mm256_add_epi32(isum, _mm256_madd_epi16(w, x));
+}
+
+// ---------------------------------------------------------------- GEMV
+
+template <bool kVnni>
+inline __m256i RowDotQ16(const std::byte* q, __m256i xa, __m256i xb) {
+  const __m256i wa = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+  const __m256i wb =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
+  return DotPairs<kVnni>(_mm256_madd_epi16(wa, xa), wb, xb);
+}
+
+template <bool kVnni>
+void GemvQ16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
+  constexpr int64_t kPrefetchBytes = 4 * kW8TileBytes;
+  const int64_t groups = Groups(w.cols);
+  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
+    const std::byte* tile = w.data + b * groups * kW8TileBytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
+      const char* pf = reinterpret_cast<const char*>(tile) + kPrefetchBytes;
+      for (int l = 0; l < 5; ++l) _mm_prefetch(pf + int64_t{64} * l, _MM_HINT_T0);  // 272 B
+      const BlockQ16A& a = x[g];
+      const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+      const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 16));
+      __m256i p[kRowInterleave];
+#pragma GCC unroll 8
+      for (int i = 0; i < kRowInterleave; ++i) {
+        p[i] = RowDotQ16<kVnni>(tile + 16 + int64_t{32} * i, xa, xb);
+      }
+      acc = W8Accumulate(SumRows8(p), LoadRowScales(tile), a.d, acc);
+    }
+    StoreRows(acc, y, b, r0, r1);
+  }
+}
+
+// ---------------------------------------------------------------- GEMM
+
+constexpr int64_t kSliceGroups = 32;  // K slice: 32 groups = 1024 columns, 17 KiB repacked
+constexpr int kSuperTokens = 48;      // tokens per repack (accumulators: 1.5 KiB)
+
+// In: r[i] = 8 dwords of row i. Out: r[j] = dword j of every row (lane i = row i).
+inline void Transpose8x8(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int h = 0; h < 8; h += 4) {  // rows h .. h + 3, per 128-bit half
+    u[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
+    u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
+    u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+    u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2x128_si256(u[j], u[j + 4], 0x20);
+    r[j + 4] = _mm256_permute2x128_si256(u[j], u[j + 4], 0x31);
+  }
+}
+
+// Pair vectors wq[g][p] (p = 0..15) and fp32 row scales wd[g] of groups [0, ng) starting
+// at `tile` (one row block).
+inline void RepackPairs(const std::byte* tile, int64_t ng, __m256i* wq, __m256* wd) {
+  for (int64_t g = 0; g < ng; ++g, tile += kW8TileBytes, wq += 16) {
+    __m256i lo[8], hi[8];
+    for (int i = 0; i < 8; ++i) {
+      const auto* q = reinterpret_cast<const __m128i*>(tile + 16 + int64_t{32} * i);
+      lo[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128(q));
+      hi[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1));
+    }
+    Transpose8x8(lo);
+    Transpose8x8(hi);
+    for (int p = 0; p < 8; ++p) {
+      _mm256_store_si256(wq + p, lo[p]);
+      _mm256_store_si256(wq + 8 + p, hi[p]);
+    }
+    wd[g] = LoadRowScales(tile);
+  }
+}
+
+inline __m256i BcastPair(const int16_t* qs) {
+  int32_t v = 0;
+  std::memcpy(&v, qs, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// NT tokens (xt[t] = the token's blocks at the slice's first group) x one row block over
+// ng groups; acc[t] (8 rows) in/out through accbuf.
+template <bool kVnni, int NT>
+inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const BlockQ16A* const* xt,
+                     bool first, float* accbuf) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = first ? _mm256_setzero_ps() : _mm256_load_ps(accbuf + int64_t{8} * t);
+  }
+  for (int64_t g = 0; g < ng; ++g, wq += 16) {
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_madd_epi16(wq[0], BcastPair(xt[t][g].qs));
+#pragma GCC unroll 15
+    for (int p = 1; p < 16; ++p) {
+      const __m256i wv = _mm256_load_si256(wq + p);
+#pragma GCC unroll 12
+      for (int t = 0; t < NT; ++t) {
+        isum[t] = DotPairs<kVnni>(isum[t], wv, BcastPair(xt[t][g].qs + int64_t{2} * p));
+      }
+    }
+    for (int t = 0; t < NT; ++t) acc[t] = W8Accumulate(isum[t], wd[g], xt[t][g].d, acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) _mm256_store_ps(accbuf + int64_t{8} * t, acc[t]);
+}
+
+template <bool kVnni, int NT>
+inline void PairTiles(const __m256i* wq, const __m256* wd, int64_t ng, const BlockQ16A* x,
+                      int64_t ldx, int64_t gs, int nt, bool first, float* accbuf) {
+  if constexpr (NT > 1) {
+    if (nt < NT) {
+      PairTiles<kVnni, NT - 1>(wq, wd, ng, x, ldx, gs, nt, first, accbuf);
+      return;
+    }
+  }
+  const BlockQ16A* xt[NT];
+  for (int t = 0; t < NT; ++t) xt[t] = x + t * ldx + gs;
+  PairTile<kVnni, NT>(wq, wd, ng, xt, first, accbuf);
+}
+
+template <bool kVnni, int kTokens>
+void GemmQ16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
+             int64_t ldy, int64_t r0, int64_t r1) {
+  if (r0 >= r1 || n <= 0) return;
+  alignas(64) __m256i wq[kSliceGroups * 16];                // 16 KiB
+  alignas(64) __m256 wd[kSliceGroups];                      // 1 KiB
+  alignas(64) float accbuf[kSuperTokens * kRowInterleave];  // 1.5 KiB
+  const int64_t groups = Groups(w.cols);
+  const int64_t block_bytes = groups * kW8TileBytes;
+  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
+    const std::byte* block = w.data + b * block_bytes;
+    for (int64_t s0 = 0; s0 < n; s0 += kSuperTokens) {
+      const int64_t ns = Min64(kSuperTokens, n - s0);
+      for (int64_t gs = 0; gs < groups; gs += kSliceGroups) {
+        const int64_t ng = Min64(kSliceGroups, groups - gs);
+        RepackPairs(block + gs * kW8TileBytes, ng, wq, wd);
+        for (int64_t t0 = 0; t0 < ns; t0 += kTokens) {
+          const int nt = static_cast<int>(Min64(kTokens, ns - t0));
+          PairTiles<kVnni, kTokens>(wq, wd, ng, x + (s0 + t0) * ldx, ldx, gs, nt, gs == 0,
+                                    accbuf + t0 * kRowInterleave);
+        }
+      }
+      for (int64_t t = 0; t < ns; ++t) {
+        StoreRows(_mm256_load_ps(accbuf + t * kRowInterleave), y + (s0 + t) * ldy, b, r0, r1);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ari::runtime::kernels::internal
