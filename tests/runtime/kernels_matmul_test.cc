@@ -78,8 +78,9 @@ struct Acts {
   }
   // Activation x[c] as the kernels consume it.
   float Consumed(bool w4, int64_t c) const {
-    return w4 ? q8a[c / 32].d * static_cast<float>(q8a[c / 32].qs[c % 32])
-              : q16[c / 32].d * static_cast<float>(q16[c / 32].qs[c % 32]);
+    const int64_t g = c / 32, j = c % 32;
+    return w4 ? q8a[g].d * static_cast<float>(q8a[g].qs[j])
+              : q16[g].d * static_cast<float>(q16[g].qs[j]);
   }
   int64_t n, cols, ld16, ldq;
   std::vector<float> x;

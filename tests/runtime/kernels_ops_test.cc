@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "runtime/core/tensor_types.h"
 #include "runtime/kernels/kernels.h"
@@ -52,6 +54,15 @@ std::vector<float> Dequant(const BlockQ8A* b, int64_t cols) {
   return v;
 }
 
+// Blocks equal member by member (scale bits and quants).
+bool SameBlocks(const BlockQ16A* a, const BlockQ16A* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (std::bit_cast<uint32_t>(a[i].d) != std::bit_cast<uint32_t>(b[i].d)) return false;
+    if (!std::equal(std::begin(a[i].qs), std::end(a[i].qs), std::begin(b[i].qs))) return false;
+  }
+  return true;
+}
+
 TEST_P(OpsPathTest, QuantizeAndConvertAreBitExact) {
   ARI_REQUIRE_TIER(GetParam());
   const KernelTable& k = KernelsFor(GetParam());
@@ -80,7 +91,7 @@ TEST_P(OpsPathTest, QuantizeAndConvertAreBitExact) {
     auto* h_simd = reinterpret_cast<BlockQ16A*>(c2.At(8));
     QuantizeActQ16A(ref_, x.data(), n, h_ref);
     QuantizeActQ16A(k, x.data(), n, h_simd);
-    EXPECT_EQ(std::memcmp(h_ref, h_simd, static_cast<size_t>(Groups(n)) * sizeof(BlockQ16A)), 0);
+    EXPECT_TRUE(SameBlocks(h_ref, h_simd, static_cast<size_t>(Groups(n))));
     for (int64_t i = 0; i < PaddedCols(n); ++i) {
       const BlockQ16A& blk = h_ref[i / 32];
       const float xi = i < n ? x[static_cast<size_t>(i)] : 0.0f;  // the tail is zero padded
@@ -108,16 +119,16 @@ TEST_P(OpsPathTest, QuantizeAndConvertAreBitExact) {
 TEST_P(OpsPathTest, QuantizeQ16AEdgeGroups) {
   ARI_REQUIRE_TIER(GetParam());
   const KernelTable& k = KernelsFor(GetParam());
-  std::vector<float> x(32 * 4, 0.0f);
-  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(32 + j)] = (j % 2 ? -1.0f : 1.0f) * 1e-36f;
+  std::vector<float> x(size_t{128}, 0.0f);
+  for (size_t j = 0; j < 32; ++j) x[32 + j] = (j % 2 ? -1.0f : 1.0f) * 1e-36f;
   x[64] = 3.0f;
-  for (int j = 1; j < 32; ++j) x[static_cast<size_t>(64 + j)] = 1e-9f * static_cast<float>(j);
-  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(96 + j)] = static_cast<float>(j - 16) * 0.5f;
+  for (size_t j = 1; j < 32; ++j) x[64 + j] = 1e-9f * static_cast<float>(j);
+  for (size_t j = 0; j < 32; ++j) x[96 + j] = (static_cast<float>(j) - 16.0f) * 0.5f;
   x[96] = 32767.0f;  // d = 1: the other values are k + 0.5 halves, rounded to even
   std::vector<BlockQ16A> r(4), s(4);
   QuantizeActQ16A(ref_, x.data(), 128, r.data());
   QuantizeActQ16A(k, x.data(), 128, s.data());
-  EXPECT_EQ(std::memcmp(r.data(), s.data(), 4 * sizeof(BlockQ16A)), 0);
+  EXPECT_TRUE(SameBlocks(r.data(), s.data(), r.size()));
   EXPECT_EQ(r[0].d, 0.0f);
   EXPECT_EQ(r[1].d, 0.0f);  // subnormal scale: the group reads as zero
   for (int j = 0; j < 32; ++j) EXPECT_EQ(r[1].qs[j], 0);
@@ -161,7 +172,7 @@ TEST_P(OpsPathTest, RmsNormFusedMatchesReference) {
     std::vector<BlockQ16A> h_simd(static_cast<size_t>(Groups(n))), h_unfused = h_simd;
     RmsNormToQ16A(k, x.data(), w.data(), n, 1e-5f, h_simd.data());
     QuantizeActQ16A(k, f_simd.data(), n, h_unfused.data());
-    EXPECT_EQ(std::memcmp(h_simd.data(), h_unfused.data(), h_simd.size() * sizeof(BlockQ16A)), 0);
+    EXPECT_TRUE(SameBlocks(h_simd.data(), h_unfused.data(), h_simd.size()));
   }
 }
 
@@ -192,7 +203,7 @@ TEST_P(OpsPathTest, SwiGluMatchesReference) {
     std::vector<BlockQ16A> h(static_cast<size_t>(Groups(n))), h2 = h;
     SwiGluToQ16A(k, g.data(), u.data(), n, h.data());
     QuantizeActQ16A(k, s.data(), n, h2.data());
-    EXPECT_EQ(std::memcmp(h.data(), h2.data(), h.size() * sizeof(BlockQ16A)), 0);
+    EXPECT_TRUE(SameBlocks(h.data(), h2.data(), h.size()));
   }
 }
 
