@@ -36,17 +36,21 @@ inline int32_t HsumEpi32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-void QuantizeQ8AAvx2(const float* x, int64_t n, BlockQ8A* out) {
+// Loads the 32 values of a group into v[0..3] and returns max |x| (exact).
+inline float LoadGroupAbsMax(const float* xg, __m256 v[4]) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(xg + int64_t{8} * c);
+  return HmaxPs(
+      _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                    _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3]))));
+}
+
+void QuantizeQ8AAvx2(const float* x, int64_t n, BlockQ8A* out) {
   const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t g = 0; g < n / kGroup; ++g) {
     const float* xg = x + g * kGroup;
     __m256 v[4];
-    for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(xg + int64_t{8} * c);
-    const __m256 m =
-        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
-    const float amax = HmaxPs(m);
+    const float amax = LoadGroupAbsMax(xg, v);
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const __m256 idv = _mm256_set1_ps(id);
@@ -66,15 +70,10 @@ void QuantizeQ8AAvx2(const float* x, int64_t n, BlockQ8A* out) {
 
 // As QuantizeQ16AScalar: the same max, quotients and round-to-nearest-even (cvtps).
 void QuantizeQ16AAvx2(const float* x, int64_t n, BlockQ16A* out) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t g = 0; g < n / kGroup; ++g) {
     const float* xg = x + g * kGroup;
     __m256 v[4];
-    for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(xg + int64_t{8} * c);
-    const __m256 m =
-        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
-    float d = HmaxPs(m) / 32767.0f;
+    float d = LoadGroupAbsMax(xg, v) / 32767.0f;
     if (d < 1.17549435e-38f) d = 0.0f;  // FLT_MIN: 1 / d would overflow
     const __m256 idv = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     __m256i q[4];
