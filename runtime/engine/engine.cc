@@ -44,7 +44,6 @@ class EngineImpl final : public Engine {
     if (engine_internal::UnlockRegions(locked_) != 0) {
       std::fprintf(stderr, "ari: engine: some locked memory could not be unlocked\n");
     }
-    if (arena_) ::operator delete(arena_, std::align_val_t(align_));
   }
   Result<void> Init(const EngineOptions& o);
 
@@ -203,7 +202,7 @@ class EngineImpl final : public Engine {
   std::vector<Slot> slots_;
   engine_internal::ParkStore parks_;
   engine_internal::SpillStore spills_;  // SpillSlot / RestoreSession
-  std::byte* arena_ = nullptr;
+  engine_internal::PoolBuffer arena_;   // plan_.total_bytes (engine_plan.h)
   size_t align_ = 128;
   int32_t ctx_ = 0;
   int threads_ = 1;
@@ -339,12 +338,12 @@ Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
 
 Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a) {
   const ModelConfig& c = model_->config();
-  arena_ = static_cast<std::byte*>(::operator new(plan_.total_bytes, std::align_val_t(align_)));
+  arena_ = engine_internal::PoolBuffer(plan_.total_bytes, align_);
   if (o.prefault) {
-    engine_internal::Prefault(arena_, plan_.total_bytes);
+    engine_internal::Prefault(arena_.data(), plan_.total_bytes);
     plan_.notes.push_back("arena, park areas and slot text buffers prefaulted at start");
   }
-  std::byte* p = arena_;
+  std::byte* p = arena_.data();
   if (packed_) {
     if (auto r = ff_.Init(*model_, *packed_, p, a.ws, o.max_chunk, ctx_, threads_, align_); !r) {
       return r;
@@ -387,7 +386,7 @@ Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a
 
 Result<uint64_t> EngineImpl::LockMemory() {
   if (!locked_.empty()) return locked_bytes();
-  std::vector<engine_internal::MemoryRegion> regions{{arena_, plan_.total_bytes}};
+  std::vector<engine_internal::MemoryRegion> regions{{arena_.data(), plan_.total_bytes}};
   parks_.AppendRegions(regions);
   for (Slot& s : slots_) regions.push_back({s.text.data(), s.text.capacity()});
   auto r = engine_internal::LockRegions(regions);

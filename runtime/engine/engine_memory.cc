@@ -5,8 +5,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <string>
 
 namespace ari::runtime::engine_internal {
@@ -16,6 +18,33 @@ void Prefault(void* p, size_t bytes) {
   // memset, not a byte per page: the memory is then in a defined state too, and the kernel
   // backs every page (writes: no shared zero page left to copy-on-write later).
   std::memset(p, 0, bytes);
+}
+
+PoolBuffer::PoolBuffer(size_t bytes, size_t align) : bytes_(bytes) {
+  if (bytes == 0) return;
+  const bool big = bytes >= kHugePage;
+  align_ = big ? std::max(align, kHugePage) : align;
+  p_ = static_cast<std::byte*>(::operator new(bytes, std::align_val_t(align_)));
+  // Only the whole 2 MiB pages inside the buffer can be huge: advise those.
+  huge_ = big && ::madvise(p_, bytes & ~(kHugePage - 1), MADV_HUGEPAGE) == 0;
+}
+
+PoolBuffer::~PoolBuffer() { Free(); }
+
+PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
+  if (this != &o) {
+    Free();
+    p_ = std::exchange(o.p_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    align_ = std::exchange(o.align_, 0);
+    huge_ = std::exchange(o.huge_, false);
+  }
+  return *this;
+}
+
+void PoolBuffer::Free() {
+  if (p_ != nullptr) ::operator delete(p_, std::align_val_t(align_));
+  p_ = nullptr;
 }
 
 uint64_t RegionBytes(std::span<const MemoryRegion> regions) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -19,6 +20,35 @@ struct MemoryRegion {
 
 // Writes every page of [p, p + bytes) (zeros) so the kernel backs it now.
 void Prefault(void* p, size_t bytes);
+
+// One of the engine's pools (the arena, a park area): `align`-aligned anonymous memory.
+// From kHugePage bytes up it is 2 MiB aligned and advised MADV_HUGEPAGE before its first
+// touch: prefaulting then takes one page fault per 2 MiB instead of one per 4 kB (16 MiB
+// of arena: ~1.5 ms instead of ~45 ms on a VM whose page faults are slow), and the chunk
+// loop fewer TLB misses. Transparent huge pages off or refused: 4 kB pages, as before.
+class PoolBuffer {
+ public:
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  PoolBuffer() = default;
+  PoolBuffer(size_t bytes, size_t align);  // align: a power of two
+  ~PoolBuffer();
+  PoolBuffer(PoolBuffer&& o) noexcept { *this = std::move(o); }
+  PoolBuffer& operator=(PoolBuffer&& o) noexcept;
+  PoolBuffer(const PoolBuffer&) = delete;
+  PoolBuffer& operator=(const PoolBuffer&) = delete;
+
+  std::byte* data() const { return p_; }
+  size_t bytes() const { return bytes_; }
+  // MADV_HUGEPAGE was asked for and accepted (the kernel may still use 4 kB pages).
+  bool huge_pages_advised() const { return huge_; }
+
+ private:
+  void Free();
+  std::byte* p_ = nullptr;
+  size_t bytes_ = 0;
+  size_t align_ = 0;
+  bool huge_ = false;
+};
 
 // mlock()s every region. On a refusal, unlocks what it had locked and says why, naming
 // RLIMIT_MEMLOCK (its soft limit and the bytes asked) and how to raise it. The bytes locked.

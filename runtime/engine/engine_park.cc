@@ -25,9 +25,9 @@ Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int
   for (Area& a : areas_) {
     // Default-initialized bytes, written now when prefaulting (a first park, i.e. a CRITICAL
     // arrival, then takes no page fault); else touched only when a turn is parked.
-    a.mem.reset(new std::byte[area_bytes_]);
-    if (prefault) Prefault(a.mem.get(), area_bytes_);
-    a.k = a.mem.get();
+    a.mem = PoolBuffer(area_bytes_, alignof(std::max_align_t));
+    if (prefault) Prefault(a.mem.data(), area_bytes_);
+    a.k = a.mem.data();
     a.v = a.k + half_bytes_;
     a.history = reinterpret_cast<TokenId*>(a.v + half_bytes_);
     a.out = reinterpret_cast<TokenId*>(a.v + half_bytes_ + hist);
@@ -46,12 +46,12 @@ Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int
 }
 
 void ParkStore::AppendRegions(std::vector<MemoryRegion>& out) const {
-  for (const Area& a : areas_) out.push_back({a.mem.get(), area_bytes_});
+  for (const Area& a : areas_) out.push_back({a.mem.data(), area_bytes_});
 }
 
 void ParkStore::AppendFreeRegions(std::vector<MemoryRegion>& out) const {
   for (const Area& a : areas_) {
-    if (!a.used) out.push_back({a.mem.get(), area_bytes_});
+    if (!a.used) out.push_back({a.mem.data(), area_bytes_});
   }
 }
 

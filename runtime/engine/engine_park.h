@@ -65,7 +65,7 @@ class ParkStore {
  private:
   struct Area {
     bool used = false;
-    std::unique_ptr<std::byte[]> mem;
+    PoolBuffer mem;  // area_bytes_
     std::byte* k = nullptr;
     std::byte* v = nullptr;
     TokenId* history = nullptr;
