@@ -103,6 +103,7 @@ class EngineImpl final : public Engine {
     c.spill_failures = sc.failures;
     c.spill_bytes = sc.bytes_on_disk;
     c.parks_offloaded = sc.parks_offloaded;
+    c.prefetch_failures = ff_.prefetch_failures();
     c.parks_reloaded = sc.parks_reloaded;
     return c;
   }
@@ -282,8 +283,9 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     }
     parks_.set_disk(&spills_);  // parked turns may go to disk too (OffloadParked)
   }
-  if (packed_ && PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_)) {
-    ff_.SetPrefetch(&*prefetch_[0], &*prefetch_[1]);
+  if (packed_) {
+    const auto on = PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_);
+    ff_.SetPrefetch(on[0] ? &*prefetch_[0] : nullptr, on[1] ? &*prefetch_[1] : nullptr);
   }
   // The token embedding is read row by row from the mapping: MADV_RANDOM keeps a row's
   // fault from reading the table around it (docs/memory.md, "Disk embedding").

@@ -198,6 +198,7 @@ struct EngineCounters {
   uint64_t spill_rejected = 0;     // spill files not trusted (corrupt, truncated, foreign)
   uint64_t spill_failures = 0;     // spills that could not be written (bound, disk full)
   uint64_t spill_bytes = 0;        // bytes of the spill folder's files, last known
+  uint64_t prefetch_failures = 0;  // next-layer MADV_WILLNEED calls refused (cost: speed only)
   uint64_t parks_offloaded = 0;    // parked turns whose KV went to disk (OffloadParked)
   uint64_t parks_reloaded = 0;     // ... and came back for their resume
 };

@@ -2,6 +2,7 @@
 // out. Not part of the API (runtime/engine/engine.h has MemoryPlan, what it reports).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -28,9 +29,12 @@ ArenaLayout PlanArena(const ModelConfig& c, const EngineOptions& o, int32_t ctx,
                       size_t align, bool packed, MemoryPlan& plan);
 
 // The MADV_WILLNEED advisors of the packed layers of both precisions (prefetch[0] W8,
-// prefetch[1] W4) and the plan's note; true when prefetch is on for `mode` (kAuto: when
-// more than 1% of the sampled packed layer pages were not resident).
-bool PlanLayerPrefetch(const GgufFile& f, const PackedWeights& packed, LayerPrefetch mode,
-                       std::optional<PagingAdvisor> (&prefetch)[2], MemoryPlan& plan);
+// prefetch[1] W4) and the plan's note; per precision, whether prefetch is on for `mode`
+// (kAuto: when more than 1% of that precision's sampled packed layer pages were not
+// resident).
+std::array<bool, 2> PlanLayerPrefetch(const GgufFile& f, const PackedWeights& packed,
+                                      LayerPrefetch mode,
+                                      std::optional<PagingAdvisor> (&prefetch)[2],
+                                      MemoryPlan& plan);
 
 }  // namespace ari::runtime

@@ -449,8 +449,10 @@ Result<void> FastForward::RunBlocks(std::span<const TokenId> tokens, int32_t pos
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const PackedLayer& P = packed_->layers[pi][static_cast<size_t>(l)];
-    // One madvise per layer; a failure only costs speed (no error text is built).
-    if (prefetch != nullptr && l + 1 < prefetch->num_layers()) (void)prefetch->PrefetchLayer(l + 1);
+    // One madvise per layer; a refusal only costs speed: counted (Engine::Counters).
+    if (prefetch != nullptr && l + 1 < prefetch->num_layers() && !prefetch->PrefetchLayer(l + 1)) {
+      ++prefetch_failures_;
+    }
     // A dropped block still projects K and V of its input (the KV cache stays complete,
     // so lowering the drop level later needs no recomputation; docs/memory.md).
     const bool dropped = drop_mask != nullptr && drop_mask[l] != 0;

@@ -95,6 +95,8 @@ class FastForward {
     prefetch_[0] = w8;
     prefetch_[1] = w4;
   }
+  // Next-layer prefetches refused since Init (a refusal costs only speed).
+  uint64_t prefetch_failures() const { return prefetch_failures_; }
 
   int32_t max_tokens() const { return max_tokens_; }
 
@@ -152,6 +154,7 @@ class FastForward {
   int64_t att_stride_ = 0;
   int64_t max_k_ = 0;
   const PagingAdvisor* prefetch_[2] = {nullptr, nullptr};
+  mutable uint64_t prefetch_failures_ = 0;  // RunBlocks runs on the calling thread only
 };
 
 }  // namespace ari::runtime

@@ -14,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/engine/engine.h"
 #include "runtime/gguf/gguf.h"
+#include "tests/runtime/engine_fixture.h"
 #include "tests/runtime/paging_fixture.h"
 
 namespace ari::runtime {
@@ -216,6 +218,59 @@ TEST(PagingAdvisorTest, RegionsAndHintsOnAGgufFile) {
     if (resident < layer1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(resident, layer1);
+  std::filesystem::remove_all(dir);
+}
+
+// kAuto decides per precision: a pack whose W8 matrices are in the page cache and whose W4
+// matrices are not prefetches the W4A8 layers only (the madvise walks the page cache of a
+// whole layer even when it is resident, so a resident precision must not pay for it).
+TEST(LayerPrefetchTest, AutoDecidesPerPrecision) {
+  testing::TinySpec spec;  // matrices of several pages each: 256 x 256 W4 is 36 KiB
+  spec.dim = 256;
+  spec.ffn = 768;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 4;
+  const auto mp = testing::TinyPair(spec, "prefetch_auto");
+  ASSERT_TRUE(mp.ok);
+  const auto dir = testing::DiskTempDir("prefetch_auto");
+  const auto pack = dir / "p.pack.gguf";
+  std::filesystem::copy_file(mp.pack, pack);
+  ASSERT_TRUE(testing::DropFileCache(pack));
+  {  // the whole file into the page cache by read(), not mapped: fadvise can drop it again
+    std::ifstream in(pack, std::ios::binary);
+    std::vector<char> all(std::filesystem::file_size(pack));
+    ASSERT_TRUE(in.read(all.data(), static_cast<std::streamsize>(all.size())));
+  }
+  {  // ... then the W4 matrices out of it
+    auto f = GgufFile::Open(pack);
+    ASSERT_TRUE(f) << f.error().ToString();
+    const int fd = ::open(pack.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    int w4 = 0;
+    for (const TensorInfo& t : f->tensors()) {
+      if (!t.name.ends_with(".w4")) continue;
+      ++w4;
+      const uint64_t off = static_cast<uint64_t>(t.data - f->bytes().data());
+      EXPECT_EQ(::posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(t.nbytes),
+                                POSIX_FADV_DONTNEED),
+                0);
+    }
+    ::close(fd);
+    ASSERT_GT(w4, 0) << "no .w4 tensors in the pack";
+  }
+  EngineOptions o;
+  o.model_path = pack;
+  o.max_chunk = 8;
+  o.context_length = 64;
+  o.threads = 1;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e) << e.error().ToString();
+  const std::string plan = (*e)->memory_plan().ToString();
+  std::printf("%s", plan.c_str());
+  EXPECT_NE(
+      plan.find("layer prefetch (MADV_WILLNEED on the next layer) on for W4A8, off for W8A16"),
+      std::string::npos);
+  e->reset();
   std::filesystem::remove_all(dir);
 }
 
