@@ -182,6 +182,29 @@ std::string ProbeResult::ToString() const {
   return b;
 }
 
+namespace {
+
+// One worker's clock readings of one run, a cache line of its own.
+struct alignas(64) RunTimes {
+  Clock::time_point start, end;
+  uint64_t sum = 0;
+};
+
+// A run lasts from the first worker's start to the last worker's end, both read by the
+// workers themselves: a coordinating thread that is not pinned shares the CPUs with
+// the workers and can be scheduled only after they are done (one thread per CPU), so its
+// own clock readings would time the wait for a CPU, not the reads.
+double RunSeconds(const std::vector<RunTimes>& t) {
+  Clock::time_point a = t.front().start, e = t.front().end;
+  for (const RunTimes& x : t) {
+    a = std::min(a, x.start);
+    e = std::max(e, x.end);
+  }
+  return std::chrono::duration<double>(e - a).count();
+}
+
+}  // namespace
+
 ProbeResult ProbeReadBandwidth(const uint64_t* buf, uint64_t n, int threads, int reps) {
   threads = std::max(1, threads);
   reps = std::max(1, reps);
@@ -191,10 +214,10 @@ ProbeResult ProbeReadBandwidth(const uint64_t* buf, uint64_t n, int threads, int
   ProbeResult best;
   best.isa = isa;
   best.threads = threads;
-  // Every worker and the timing thread meet twice per run: before (start together) and
-  // after (the run ends with the slowest thread).
+  // Every worker and the collecting thread meet twice per run: before (the workers start
+  // together) and after (the collector reads the workers' times).
   std::barrier sync(threads + 1);
-  std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8);  // one cache line apart
+  std::vector<RunTimes> times(static_cast<size_t>(threads));
   std::vector<int> pinned(static_cast<size_t>(threads), 0);
   std::vector<std::thread> workers;
   workers.reserve(static_cast<size_t>(threads));
@@ -205,10 +228,13 @@ ProbeResult ProbeReadBandwidth(const uint64_t* buf, uint64_t n, int threads, int
       }
       const uint64_t a = n * static_cast<uint64_t>(t) / static_cast<uint64_t>(threads);
       const uint64_t e = n * static_cast<uint64_t>(t + 1) / static_cast<uint64_t>(threads);
+      RunTimes& mine = times[static_cast<size_t>(t)];
       for (int streams : kStreams) {
         for (int r = 0; r < reps; ++r) {
           sync.arrive_and_wait();
-          sums[static_cast<size_t>(t) * 8] = ProbeSum(buf + a, e - a, streams, isa);
+          mine.start = Clock::now();
+          mine.sum = ProbeSum(buf + a, e - a, streams, isa);
+          mine.end = Clock::now();
           sync.arrive_and_wait();
         }
       }
@@ -217,9 +243,8 @@ ProbeResult ProbeReadBandwidth(const uint64_t* buf, uint64_t n, int threads, int
   for (int streams : kStreams) {
     for (int r = 0; r < reps; ++r) {
       sync.arrive_and_wait();
-      const auto t0 = Clock::now();
       sync.arrive_and_wait();
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double s = RunSeconds(times);
       const double gbs = s > 0 ? static_cast<double>(n * sizeof(uint64_t)) / s / 1e9 : 0;
       if (gbs > best.gbs) {
         best.gbs = gbs;
@@ -229,7 +254,7 @@ ProbeResult ProbeReadBandwidth(const uint64_t* buf, uint64_t n, int threads, int
   }
   for (auto& w : workers) w.join();
   for (int t = 0; t < threads; ++t) {
-    best.checksum += sums[static_cast<size_t>(t) * 8];
+    best.checksum += times[static_cast<size_t>(t)].sum;
     best.pinned_threads += pinned[static_cast<size_t>(t)];
   }
   return best;

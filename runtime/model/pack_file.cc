@@ -37,39 +37,34 @@ struct Progress {
   int done = 0, total = 0;
 };
 
-Result<void> AddPacked(GgufWriter& w, const std::string& name, const TensorInfo& t, bool verbose,
-                       Progress* progress) {
+Result<void> AddPacked(GgufWriter& w, PackedPrecision p, const std::string& name,
+                       const TensorInfo& t, bool verbose, Progress* progress) {
   const int64_t cols = t.ne[0], rows = t.NumRows();
   auto row_bytes = RowBytes(t.type, cols);
   if (!row_bytes) {
     return MakeError(row_bytes.error().code,
                      "ari-pack: tensor " + name + ": " + row_bytes.error().message);
   }
-  for (PackedPrecision p : kPrecisions) {
-    const int64_t ne[2] = {kernels::RowBlockBytes(p, cols) / 4, kernels::RowBlocks(rows)};
-    const TensorType type = t.type;
-    const std::byte* src = t.data;
-    const int64_t rb = static_cast<int64_t>(*row_bytes);
-    std::string out_name = name + Suffix(p);
-    if (verbose) {
-      std::fprintf(stderr, "ari-pack: %s [%lld x %lld] %s\n", out_name.c_str(),
-                   static_cast<long long>(rows), static_cast<long long>(cols),
-                   std::string(TensorTypeName(type)).c_str());
-    }
-    auto r = w.AddTensor(
-        std::move(out_name), TensorType::kF32, ne, [=](std::span<std::byte> out) -> Result<void> {
-          auto packed = kernels::PackMatrix(p, type, src, rb, rows, cols, out);
-          if (!packed) {
-            return MakeError(packed.error().code, "ari-pack: tensor " + name + " (" +
-                                                      TypeName(type) +
-                                                      "): " + packed.error().message);
-          }
-          if (progress->fn && *progress->fn) (*progress->fn)(++progress->done, progress->total);
-          return packed;
-        });
-    if (!r) return r;
+  const int64_t ne[2] = {kernels::RowBlockBytes(p, cols) / 4, kernels::RowBlocks(rows)};
+  const TensorType type = t.type;
+  const std::byte* src = t.data;
+  const int64_t rb = static_cast<int64_t>(*row_bytes);
+  std::string out_name = name + Suffix(p);
+  if (verbose) {
+    std::fprintf(stderr, "ari-pack: %s [%lld x %lld] %s\n", out_name.c_str(),
+                 static_cast<long long>(rows), static_cast<long long>(cols),
+                 std::string(TensorTypeName(type)).c_str());
   }
-  return {};
+  return w.AddTensor(
+      std::move(out_name), TensorType::kF32, ne, [=](std::span<std::byte> out) -> Result<void> {
+        auto packed = kernels::PackMatrix(p, type, src, rb, rows, cols, out);
+        if (!packed) {
+          return MakeError(packed.error().code, "ari-pack: tensor " + name + " (" + TypeName(type) +
+                                                    "): " + packed.error().message);
+        }
+        if (progress->fn && *progress->fn) (*progress->fn)(++progress->done, progress->total);
+        return packed;
+      });
 }
 
 Result<void> AddVerbatimOrF32(GgufWriter& w, const TensorInfo& t) {
@@ -149,20 +144,25 @@ Result<PackSummary> WritePack(const std::filesystem::path& in, const std::filesy
     const bool tied = t.name == "token_embd.weight" && config->tied_embeddings;
     if (IsLinearName(t.name) || tied) progress.total += 2;
   }
+  // Layout (version 2): the tensors both precisions share first, then every W8 matrix,
+  // then every W4 matrix, each group in the source's order. A run of one precision then
+  // maps only its own group: the kernel maps large page-cache folios of the file with
+  // 2 MiB page-table entries, and interleaved .w8/.w4 neighbours put the other
+  // precision's bytes into the resident set (docs/memory.md "Peak RSS").
   for (const TensorInfo& t : src->tensors()) {
-    Result<void> r;
-    if (IsLinearName(t.name)) {
-      r = AddPacked(w, t.name, t, opts.verbose, &progress);
-      ++sum.matrices;
-    } else {
-      r = AddVerbatimOrF32(w, t);
-      if (r && t.name == "token_embd.weight" && config->tied_embeddings) {
-        r = AddPacked(w, t.name, t, opts.verbose, &progress);  // the tied classifier
-        ++sum.matrices;
+    if (IsLinearName(t.name)) continue;
+    if (auto r = AddVerbatimOrF32(w, t); !r) return std::unexpected(r.error());
+  }
+  for (PackedPrecision p : kPrecisions) {
+    for (const TensorInfo& t : src->tensors()) {
+      const bool tied = t.name == "token_embd.weight" && config->tied_embeddings;
+      if (!IsLinearName(t.name) && !tied) continue;  // the tied embedding is the classifier
+      if (auto r = AddPacked(w, p, t.name, t, opts.verbose, &progress); !r) {
+        return std::unexpected(r.error());
       }
     }
-    if (!r) return std::unexpected(r.error());
   }
+  sum.matrices = progress.total / 2;
   sum.bytes_written = w.EstimatedFileSize();
   if (auto r = w.WriteFile(out); !r) return std::unexpected(r.error());
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -173,10 +173,11 @@ Result<PackedWeights> BindPack(const GgufFile& f, const ModelConfig& c) {
   PackedWeights pw;
   auto version = f.GetUint("ari.pack.version");
   if (!version) return std::unexpected(version.error());
-  if (*version != kPackVersion) {
-    return MakeError(ErrorCode::kUnsupported, f.name() + ": pack version " +
-                                                  std::to_string(*version) + " (want " +
-                                                  std::to_string(kPackVersion) + ")");
+  if (*version < kOldestPackVersion || *version > kPackVersion) {
+    return MakeError(ErrorCode::kUnsupported,
+                     f.name() + ": pack version " + std::to_string(*version) + " (reads " +
+                         std::to_string(kOldestPackVersion) + ".." + std::to_string(kPackVersion) +
+                         "; re-pack it with ari-pack)");
   }
   pw.version = static_cast<uint32_t>(*version);
   if (auto s = f.GetString("ari.pack.source"); s) pw.source = std::string(*s);

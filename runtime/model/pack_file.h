@@ -39,7 +39,10 @@ namespace ari::runtime {
 
 class GgufFile;
 
-inline constexpr uint32_t kPackVersion = 1;
+// Version 1 interleaved each matrix's .w8 and .w4 tensors; version 2 groups them by
+// precision (WritePack). Both bind the same way; only the resident set of a run differs.
+inline constexpr uint32_t kPackVersion = 2;
+inline constexpr uint32_t kOldestPackVersion = 1;
 
 struct PackOptions {
   // Per-block influence (1 - mean cosine(input, output) of each block over a calibration

@@ -52,6 +52,31 @@ TEST(PackFile, WritesValidGgufWithBothPrecisions) {
             pw->BytesPerToken(kernels::PackedPrecision::kW4));
 }
 
+// Version 2 layout: shared tensors, then every .w8 matrix, then every .w4 matrix, so
+// that a run of one precision maps none of the other's bytes (2 MiB file mappings).
+TEST(PackFile, GroupsEachPrecisionInOneRange) {
+  testing::TinySpec s;
+  s.dim = 64, s.ffn = 96, s.n_heads = 4, s.n_kv_heads = 2;
+  auto mp = testing::TinyPair(s, "pack_groups");
+  ASSERT_TRUE(mp.ok);
+  auto pack = GgufFile::Open(mp.pack);
+  ASSERT_TRUE(pack.has_value());
+  struct Range {
+    const std::byte *begin = nullptr, *end = nullptr;
+    int count = 0;
+  } shared, w8, w4;
+  for (const TensorInfo& t : pack->tensors()) {
+    Range& r = t.name.ends_with(".w8") ? w8 : t.name.ends_with(".w4") ? w4 : shared;
+    if (r.count++ == 0 || t.data < r.begin) r.begin = t.data;
+    r.end = std::max(r.end, t.data + t.nbytes);
+  }
+  ASSERT_GT(shared.count, 0);
+  ASSERT_EQ(w8.count, w4.count);
+  ASSERT_EQ(w8.count, 2 * 7 + 1);  // 2 blocks x 7 matrices + the classifier
+  EXPECT_LE(shared.end, w8.begin);
+  EXPECT_LE(w8.end, w4.begin);
+}
+
 TEST(PackFile, StoresImportanceAndRejectsBadInput) {
   testing::TinySpec s;
   PackOptions po;
