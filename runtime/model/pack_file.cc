@@ -140,10 +140,11 @@ Result<PackSummary> WritePack(const std::filesystem::path& in, const std::filesy
   if (!opts.source_path.empty()) w.SetString("ari.pack.source_path", opts.source_path);
   PackSummary sum;
   Progress progress{&opts.progress, 0, 0};
-  for (const TensorInfo& t : src->tensors()) {
-    const bool tied = t.name == "token_embd.weight" && config->tied_embeddings;
-    if (IsLinearName(t.name) || tied) progress.total += 2;
-  }
+  // Packed: every linear weight, and the embedding when it is the (tied) classifier.
+  auto packed = [&](const TensorInfo& t) {
+    return IsLinearName(t.name) || (t.name == "token_embd.weight" && config->tied_embeddings);
+  };
+  for (const TensorInfo& t : src->tensors()) progress.total += packed(t) ? 2 : 0;
   // Layout (version 2): the tensors both precisions share first, then every W8 matrix,
   // then every W4 matrix, each group in the source's order. A run of one precision then
   // maps only its own group: the kernel maps large page-cache folios of the file with
@@ -155,8 +156,7 @@ Result<PackSummary> WritePack(const std::filesystem::path& in, const std::filesy
   }
   for (PackedPrecision p : kPrecisions) {
     for (const TensorInfo& t : src->tensors()) {
-      const bool tied = t.name == "token_embd.weight" && config->tied_embeddings;
-      if (!IsLinearName(t.name) && !tied) continue;  // the tied embedding is the classifier
+      if (!packed(t)) continue;
       if (auto r = AddPacked(w, p, t.name, t, opts.verbose, &progress); !r) {
         return std::unexpected(r.error());
       }
