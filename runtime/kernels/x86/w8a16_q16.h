@@ -1,9 +1,9 @@
 // Internal: the W8A16 GEMV and GEMM bodies on int16 activations (BlockQ16A), shared by the
-// AVX2 tier (gemm_w8a16_avx2.cc: vpmaddwd + vpaddd) and the AVX-512 VNNI tier
+// AVX2 tier (gemm_w8a16_avx2.cc: vpmaddwd + vpaddd) and the AVX-512 VNNI tier's GEMM
 // (gemm_w8a16_avx512.cc: vpdpwssd on 256-bit vectors, twice the token tile in 32
-// registers). Both compute the scalar spec (scalar_matmul.cc) exactly: per row and group
-// the exact int32 dot isum, then acc = fma(float(isum), d_w * d_a, acc) in group order, so
-// GEMV, GEMM and every tier give the same bits.
+// registers; its GEMV is its own, on 512-bit vectors). Both compute the scalar spec
+// (scalar_matmul.cc) exactly: per row and group the exact int32 dot isum, then acc =
+// fma(float(isum), d_w * d_a, acc) in group order, so GEMV, GEMM and every tier give the same bits.
 //
 // GEMV (decode): rows are contiguous 32-byte quant runs (layout.h), so per row and group
 // two widening loads and two multiply-adds give 8 int32 partials, and a horizontal-add
