@@ -12,7 +12,7 @@ void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n
 }
 
 void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
-  GemvQ16</*kVnni=*/false>(w, x, y, r0, r1);
+  GemvQ16(w, x, y, r0, r1);
 }
 
 }  // namespace ari::runtime::kernels::internal::avx2

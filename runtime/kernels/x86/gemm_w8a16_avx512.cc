@@ -6,9 +6,10 @@
 // AVX2 tier's vphaddd: about 4 vector operations per 32 weights against 7. Same exact
 // int32 row dots and the same fma order as the scalar spec, so the same bits.
 // GCC 12's AVX-512 intrinsic headers use _mm512_undefined_*() as pass-through operands,
-// which -O3 reports as maybe-uninitialized (a known false positive); silence it here only.
+// which -O3 reports as (maybe-)uninitialized (a known false positive); silence it here only.
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include "runtime/kernels/kernel_tiers.h"
 #include "runtime/kernels/x86/w8a16_q16.h"
@@ -37,30 +38,22 @@ inline __m256i SumRows8x16(const __m512i p[8]) {
                           _mm512_castsi512_si256(_mm512_permutexvar_epi32(odd, s)));
 }
 
+// Software prefetch 12 groups ahead: interleaved ari-perf decode on the AMD EPYC (Zen 5) host,
+// TinyLlama W8A16, 2 threads: 4 -> 42.9, 12 -> 49.0, 16 -> 47.8, 32 -> 45.3 t/s
+// (docs/benchmarks.md).
 void GemvQ16x512(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
-  // Software prefetch 12 groups ahead: interleaved ari-perf decode on the AMD EPYC (Zen 5) host,
-  // TinyLlama W8A16, 2 threads: 4 -> 42.9, 12 -> 49.0, 16 -> 47.8, 32 -> 45.3 t/s
-  // (docs/benchmarks.md).
-  constexpr int64_t kPrefetchBytes = 12 * kW8TileBytes;
-  const int64_t groups = Groups(w.cols);
-  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
-    const std::byte* tile = w.data + b * groups * kW8TileBytes;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-      const char* pf = reinterpret_cast<const char*>(tile) + kPrefetchBytes;
-      for (int l = 0; l < 5; ++l) _mm_prefetch(pf + int64_t{64} * l, _MM_HINT_T0);  // 272 B
-      const BlockQ16A& a = x[g];
-      const __m512i xv = _mm512_loadu_si512(a.qs);
-      __m512i p[kRowInterleave];
+  GemvRowBlocks<12>(
+      w, x, y, r0, r1,
+      [](const std::byte* tile, const BlockQ16A& a) __attribute__((always_inline)) {
+        const __m512i xv = _mm512_loadu_si512(a.qs);
+        __m512i p[kRowInterleave];
 #pragma GCC unroll 8
-      for (int i = 0; i < kRowInterleave; ++i) {
-        const auto* q = reinterpret_cast<const __m256i*>(tile + 16 + int64_t{32} * i);
-        p[i] = _mm512_madd_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256(q)), xv);
-      }
-      acc = W8Accumulate(SumRows8x16(p), LoadRowScales(tile), a.d, acc);
-    }
-    StoreRows(acc, y, b, r0, r1);
-  }
+        for (int i = 0; i < kRowInterleave; ++i) {
+          const auto* q = reinterpret_cast<const __m256i*>(tile + 16 + int64_t{32} * i);
+          p[i] = _mm512_madd_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256(q)), xv);
+        }
+        return SumRows8x16(p);
+      });
 }
 
 }  // namespace
