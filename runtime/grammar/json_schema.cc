@@ -334,6 +334,9 @@ Result<std::string> JsonSchemaToGrammar(std::string_view schema_json, const Gram
     return MakeError(ErrorCode::kInvalidArgument, "json schema: line " + std::to_string(line) +
                                                       ", column " + std::to_string(col) +
                                                       ": malformed JSON (" + e.what() + ")");
+  } catch (const Json::exception& e) {  // e.g. out_of_range 406: a number beyond double
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string("json schema: unreadable JSON (") + e.what() + ")");
   }
   return Converter(limits).Run(schema);
 }

@@ -186,11 +186,13 @@ TEST_F(MultiNode, LoadSpreadsAndOnlyTheAddressedNodeAnswers) {
     EXPECT_TRUE(sum.has_value()) << s.request_id() << ": " << sum.error().ToString();
   }
   // Balanced: the client counts what it sent to a node since that node's last status,
-  // so a burst does not herd onto the node that looked idle (about 10 each; a node's
-  // rate limit, burst 20 per client, would refuse a herd).
+  // so a burst does not herd onto the node that looked idle (a node's rate limit, burst
+  // 20 per client, would refuse a herd). About 10 each; a node whose status reports it
+  // drained sooner rightly gets a few more (16 seen on a loaded 2-core host), so the
+  // bounds are "each node shares the burst" and "none nears the 20 a herd would reach".
   for (const std::string id : {"n1", "n2", "n3"}) {
-    EXPECT_GE(per_node[id], 5) << id;
-    EXPECT_LE(per_node[id], 15) << id;
+    EXPECT_GE(per_node[id], 4) << id;
+    EXPECT_LE(per_node[id], 17) << id;
   }
   EXPECT_EQ(per_node.count(""), 0u) << "a request went unaddressed";
   // On the wire: each answer came from its addressed node only, with one terminal.

@@ -167,6 +167,10 @@ TEST(JsonSchemaErrors, NameThePointerOrPosition) {
             std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"tuple"})").find("'/type': unknown type"), std::string::npos);
   EXPECT_NE(ErrorOf("false").find("empty language"), std::string::npos);
+  // A number too large for a double (found by grammar_fuzz): an error, never a throw.
+  EXPECT_NE(
+      ErrorOf(R"({"type":"string","maxLength":777777777e7777777777})").find("number overflow"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"string","maxLength":100000})").find("'/maxLength'"),
             std::string::npos);
   std::string deep = R"({"type":"string"})";
