@@ -13,8 +13,9 @@ namespace ari::runtime::kernels {
 namespace {
 
 // Bumped whenever a timed kernel changes, so files measured on the old kernels are measured
-// over (v2: W8A16 on int16 activations; v3: the AVX-512 W8A16 GEMV on 512-bit vectors).
-constexpr const char* kHeader = "ari kernel tier timings v3";
+// over (v2: W8A16 on int16 activations; v3: the AVX-512 W8A16 GEMV on 512-bit vectors;
+// v4: every x86 GEMV on two weight streams per thread).
+constexpr const char* kHeader = "ari kernel tier timings v4";
 
 // "model name" (x86) or "CPU part" (ARM) lines of /proc/cpuinfo, first of each.
 std::string CpuModel() {

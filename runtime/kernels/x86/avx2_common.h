@@ -78,6 +78,56 @@ static inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t 
   }
 }
 
+// The GEMV driver of every x86 tier and precision (tiles of kTileBytes: fp16 row scales,
+// then the block's 8 rows' quants of one group; layout.h). For each block of
+// kRowInterleave rows, acc = step(tile, g, acc) for g = 0 .. groups - 1 in group order,
+// then StoreRows. The row range is cut into kStreams equal runs of blocks walked in
+// lockstep, so a thread keeps kStreams weight streams in flight (the blocks left over
+// after the cut, fewer than kStreams, come last, one at a time); each stream is
+// software-prefetched kPrefetchGroups tiles ahead (0: none; prefetches never fault, so
+// reading past the end is safe). A block's sum does not depend on kStreams.
+template <int64_t kTileBytes, int64_t kPrefetchGroups, int kStreams, typename GroupStep>
+static inline void GemvRowBlocks(const PackedMatrix& w, float* y, int64_t r0, int64_t r1,
+                                 GroupStep step) {
+  constexpr int64_t kPrefetchBytes = kPrefetchGroups * kTileBytes;
+  constexpr int64_t kPrefetchLines = kPrefetchGroups > 0 ? (kTileBytes + 63) / 64 : 0;
+  const int64_t groups = Groups(w.cols);
+  const int64_t block_bytes = groups * kTileBytes;
+  const int64_t b0 = r0 / kRowInterleave;
+  const int64_t nb = (r1 + kRowInterleave - 1) / kRowInterleave - b0;
+  const int64_t run = nb / kStreams;  // blocks per stream in the lockstep part
+  const auto prefetch = [](const std::byte* tile) __attribute__((always_inline)) {
+    const char* pf = reinterpret_cast<const char*>(tile) + kPrefetchBytes;
+    for (int64_t l = 0; l < kPrefetchLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+  };
+  for (int64_t i = 0; i < run; ++i) {
+    const std::byte* tile[kStreams];
+    __m256 acc[kStreams];
+    for (int s = 0; s < kStreams; ++s) {
+      tile[s] = w.data + (b0 + s * run + i) * block_bytes;
+      acc[s] = _mm256_setzero_ps();
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+#pragma GCC unroll 4
+      for (int s = 0; s < kStreams; ++s) {
+        prefetch(tile[s]);
+        acc[s] = step(tile[s], g, acc[s]);
+        tile[s] += kTileBytes;
+      }
+    }
+    for (int s = 0; s < kStreams; ++s) StoreRows(acc[s], y, b0 + s * run + i, r0, r1);
+  }
+  for (int64_t b = b0 + kStreams * run; b < b0 + nb; ++b) {
+    const std::byte* tile = w.data + b * block_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g, tile += kTileBytes) {
+      prefetch(tile);
+      acc = step(tile, g, acc);
+    }
+    StoreRows(acc, y, b, r0, r1);
+  }
+}
+
 namespace {
 
 // Base of the W4A8 GEMM micro-kernels (gemm_driver.h, row blocks): acc[t] = the 8 row

@@ -38,21 +38,26 @@ inline __m256i SumRows8x16(const __m512i p[8]) {
                           _mm512_castsi512_si256(_mm512_permutexvar_epi32(odd, s)));
 }
 
-// Software prefetch 12 groups ahead: interleaved ari-perf decode on the AMD EPYC (Zen 5) host,
-// TinyLlama W8A16, 2 threads: 4 -> 42.9, 12 -> 49.0, 16 -> 47.8, 32 -> 45.3 t/s
-// (docs/benchmarks.md).
+// Two weight streams per thread, each software-prefetched 12 tiles ahead. Interleaved
+// ari-perf decode on the AMD EPYC (Zen 5) host, TinyLlama W8A16, 2 threads: prefetch
+// (1 stream) 4 -> 42.9, 12 -> 49.0, 16 -> 47.8, 32 -> 45.3 t/s; streams (prefetch 12)
+// 1 / 2 / 3 / 4 -> 30.6 / 37.6 / 38.8 / 36.1 t/s (medians of 3 rounds, a slower hour);
+// prefetch with 2 streams 6 / 12 / 20 -> 29.2 / 33.5 / 29.8 t/s (docs/benchmarks.md).
+constexpr int64_t kGemvPrefetchTiles = 12;
+constexpr int kGemvStreams = 2;
+
 void GemvQ16x512(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
-  GemvRowBlocks<12>(
-      w, x, y, r0, r1,
-      [](const std::byte* tile, const BlockQ16A& a) __attribute__((always_inline)) {
-        const __m512i xv = _mm512_loadu_si512(a.qs);
+  GemvRowBlocks<kW8TileBytes, kGemvPrefetchTiles, kGemvStreams>(
+      w, y, r0,
+      r1, [x](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
+        const __m512i xv = _mm512_loadu_si512(x[g].qs);
         __m512i p[kRowInterleave];
 #pragma GCC unroll 8
         for (int i = 0; i < kRowInterleave; ++i) {
           const auto* q = reinterpret_cast<const __m256i*>(tile + 16 + int64_t{32} * i);
           p[i] = _mm512_madd_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256(q)), xv);
         }
-        return SumRows8x16(p);
+        return W8Accumulate(SumRows8x16(p), LoadRowScales(tile), x[g].d, acc);
       });
 }
 

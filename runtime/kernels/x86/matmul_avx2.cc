@@ -17,8 +17,12 @@
 namespace ari::runtime::kernels::internal {
 namespace {
 
-// GEMV software prefetch distance (bytes ahead in the row block's tile stream).
-constexpr int64_t kW4PrefetchBytes = 8 * kW4TileBytes;
+// GEMV: two weight streams per thread (GemvRowBlocks), each prefetched 8 tiles ahead.
+// AVX2 tier forced (a timings file), interleaved ari-perf decode on the AMD EPYC (Zen 5)
+// host, TinyLlama W4A8, 2 threads, 1 -> 2 streams: 54.3 / 54.2 / 57.1 -> 65.2 / 62.6 /
+// 65.5 t/s (docs/benchmarks.md).
+constexpr int64_t kGemvPrefetchTiles = 8;
+constexpr int kGemvStreams = 2;
 
 // ---------------------------------------------------------------- W4A8
 
@@ -51,21 +55,13 @@ inline __m256 W4Accumulate(__m256i isum, const BlockQ8A& a, __m256 dw, __m256 ac
 }
 
 void GemvW4A8Avx2(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t groups = Groups(w.cols);
-  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
-    const std::byte* tile = w.data + b * groups * kW4TileBytes;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
-      const char* pf = reinterpret_cast<const char*>(tile) + kW4PrefetchBytes;
-      _mm_prefetch(pf, _MM_HINT_T0);
-      _mm_prefetch(pf + 64, _MM_HINT_T0);
-      _mm_prefetch(pf + 128, _MM_HINT_T0);
-      __m256i lo[4], hi[4];
-      UnpackW4(tile + 16, lo, hi);
-      acc = W4Accumulate(DotW4(lo, hi, x[g]), x[g], LoadRowScales(tile), acc);
-    }
-    StoreRows(acc, y, b, r0, r1);
-  }
+  GemvRowBlocks<kW4TileBytes, kGemvPrefetchTiles, kGemvStreams>(
+      w, y, r0,
+      r1, [x](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
+        __m256i lo[4], hi[4];
+        UnpackW4(tile + 16, lo, hi);
+        return W4Accumulate(DotW4(lo, hi, x[g]), x[g], LoadRowScales(tile), acc);
+      });
 }
 
 }  // namespace

@@ -58,18 +58,20 @@ inline __m256 LoadScales(const std::byte* tile) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
 }
 
+// GEMV: two weight streams per thread, each prefetched 8 tiles ahead (before: one stream,
+// no prefetch). Interleaved ari-perf decode on the AMD EPYC (Zen 5) host, TinyLlama W4A8,
+// 2 threads, 4 rounds: 67.8 / 70.4 / 67.7 / 66.4 -> 75.0 / 72.7 / 69.4 / 72.6 t/s.
+constexpr int64_t kGemvPrefetchTiles = 8;
+constexpr int kGemvStreams = 2;
+
 void GemvW4A8Avx512(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t groups = Groups(w.cols);
-  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
-    const std::byte* tile = w.data + b * groups * kW4TileBytes;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
-      __m512i lo[2], hi[2];
-      UnpackW4(tile + 16, lo, hi);
-      acc = W4Accumulate(DotW4(lo, hi, x[g]), x[g], LoadScales(tile), acc);
-    }
-    StoreRows(acc, y, b, r0, r1);
-  }
+  GemvRowBlocks<kW4TileBytes, kGemvPrefetchTiles, kGemvStreams>(
+      w, y, r0,
+      r1, [x](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
+        __m512i lo[2], hi[2];
+        UnpackW4(tile + 16, lo, hi);
+        return W4Accumulate(DotW4(lo, hi, x[g]), x[g], LoadScales(tile), acc);
+      });
 }
 
 // W4A8 GEMM micro-kernel (gemm_driver.h, row blocks): one row block (8 rows) against NT

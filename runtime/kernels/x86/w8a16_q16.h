@@ -45,39 +45,22 @@ inline __m256i RowDotQ16(const std::byte* q, __m256i xa, __m256i xb) {
   return DotPairs<kVnni>(_mm256_madd_epi16(wa, xa), wb, xb);
 }
 
-// The GEMV driver of every x86 tier: for each block of kRowInterleave rows and each group,
-// prefetch kPrefetchGroups groups ahead, row_dots(tile, a) gives the 8 rows' exact int32
-// dots with the group's activations, and W8Accumulate applies the scales in group order.
-template <int64_t kPrefetchGroups, typename RowDots>
-inline void GemvRowBlocks(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0,
-                          int64_t r1, RowDots row_dots) {
-  constexpr int64_t kPrefetchBytes = kPrefetchGroups * kW8TileBytes;
-  const int64_t groups = Groups(w.cols);
-  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
-    const std::byte* tile = w.data + b * groups * kW8TileBytes;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
-      const char* pf = reinterpret_cast<const char*>(tile) + kPrefetchBytes;
-      for (int l = 0; l < 5; ++l) _mm_prefetch(pf + int64_t{64} * l, _MM_HINT_T0);  // 272 B
-      acc = W8Accumulate(row_dots(tile, x[g]), LoadRowScales(tile), x[g].d, acc);
-    }
-    StoreRows(acc, y, b, r0, r1);
-  }
-}
-
-// The AVX2 tier's GEMV (256-bit vectors, 4 groups of prefetch).
+// The AVX2 tier's GEMV (256-bit vectors), two weight streams per thread each prefetched 4
+// tiles ahead (GemvRowBlocks). AVX2 tier forced, interleaved ari-perf decode on the AMD
+// EPYC (Zen 5) host, TinyLlama W8A16, 2 threads, 1 -> 2 streams: 26.2 / 26.9 / 26.8 ->
+// 29.8 / 27.9 / 32.3 t/s (docs/benchmarks.md).
 inline void GemvQ16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
-  GemvRowBlocks<4>(
-      w, x, y, r0, r1,
-      [](const std::byte* tile, const BlockQ16A& a) __attribute__((always_inline)) {
-        const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-        const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 16));
+  GemvRowBlocks<kW8TileBytes, 4, 2>(
+      w, y, r0,
+      r1, [x](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
+        const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[g].qs));
+        const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[g].qs + 16));
         __m256i p[kRowInterleave];
 #pragma GCC unroll 8
         for (int i = 0; i < kRowInterleave; ++i) {
           p[i] = RowDotQ16</*kVnni=*/false>(tile + 16 + int64_t{32} * i, xa, xb);
         }
-        return SumRows8(p);
+        return W8Accumulate(SumRows8(p), LoadRowScales(tile), x[g].d, acc);
       });
 }
 
