@@ -14,7 +14,7 @@ namespace {
 
 // Bumped whenever a timed kernel changes, so files measured on the old kernels are measured
 // over (v2: W8A16 on int16 activations; v3: the AVX-512 W8A16 GEMV on 512-bit vectors;
-// v4: every x86 GEMV on two weight streams per thread).
+// v4: every x86 GEMV on several weight streams per thread).
 constexpr const char* kHeader = "ari kernel tier timings v4";
 
 // "model name" (x86) or "CPU part" (ARM) lines of /proc/cpuinfo, first of each.

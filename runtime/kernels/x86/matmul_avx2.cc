@@ -17,12 +17,12 @@
 namespace ari::runtime::kernels::internal {
 namespace {
 
-// GEMV: two weight streams per thread (GemvRowBlocks), each prefetched 8 tiles ahead.
+// GEMV: four weight streams per thread (GemvRowBlocks), each prefetched 8 tiles ahead.
 // AVX2 tier forced (a timings file), interleaved ari-perf decode on the AMD EPYC (Zen 5)
-// host, TinyLlama W4A8, 2 threads, 1 -> 2 streams: 54.3 / 54.2 / 57.1 -> 65.2 / 62.6 /
-// 65.5 t/s (docs/benchmarks.md).
+// host, TinyLlama W4A8, 2 threads: 1 -> 2 streams 54.3 / 54.2 / 57.1 -> 65.2 / 62.6 /
+// 65.5 t/s; 2 -> 4 streams, 5 rounds, paired ratios 1.11-1.18 (docs/benchmarks.md).
 constexpr int64_t kGemvPrefetchTiles = 8;
-constexpr int kGemvStreams = 2;
+constexpr int kGemvStreams = 4;
 
 // ---------------------------------------------------------------- W4A8
 

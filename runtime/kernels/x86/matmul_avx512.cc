@@ -58,11 +58,13 @@ inline __m256 LoadScales(const std::byte* tile) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
 }
 
-// GEMV: two weight streams per thread, each prefetched 8 tiles ahead (before: one stream,
+// GEMV: four weight streams per thread, each prefetched 8 tiles ahead (before: one stream,
 // no prefetch). Interleaved ari-perf decode on the AMD EPYC (Zen 5) host, TinyLlama W4A8,
-// 2 threads, 4 rounds: 67.8 / 70.4 / 67.7 / 66.4 -> 75.0 / 72.7 / 69.4 / 72.6 t/s.
+// 2 threads: 1 stream unprefetched -> 2 streams, 4 rounds, 67.8 / 70.4 / 67.7 / 66.4 ->
+// 75.0 / 72.7 / 69.4 / 72.6 t/s; 2 -> 4 streams, 6 rounds, paired ratios 1.12-1.19; a
+// 16-tile prefetch with 4 streams was slower in 5 of 6 (docs/benchmarks.md).
 constexpr int64_t kGemvPrefetchTiles = 8;
-constexpr int kGemvStreams = 2;
+constexpr int kGemvStreams = 4;
 
 void GemvW4A8Avx512(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   GemvRowBlocks<kW4TileBytes, kGemvPrefetchTiles, kGemvStreams>(
