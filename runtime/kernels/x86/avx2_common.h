@@ -59,6 +59,14 @@ static inline __m256 W8Accumulate(__m256i isum, __m256 dw, float da, __m256 acc)
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc);
 }
 
+// W4A8: acc = fma(float(isum - 8 * a.sum), d_w * d_a, acc) per row lane (isum: the exact
+// dot of the unsigned nibbles with the activations; the 8 * sum undoes their +8 offset).
+static inline __m256 W4Accumulate(__m256i isum, const BlockQ8A& a, __m256 dw, __m256 acc) {
+  const __m256i adj = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * a.sum));
+  const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.d));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(adj), scale, acc);
+}
+
 // The 8 fp16 row scales of a W8 / W4 tile as fp32.
 static inline __m256 LoadRowScales(const std::byte* tile) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));

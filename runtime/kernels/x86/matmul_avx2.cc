@@ -48,12 +48,6 @@ inline __m256i DotW4(const __m256i lo[4], const __m256i hi[4], const BlockQ8A& a
   return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
-inline __m256 W4Accumulate(__m256i isum, const BlockQ8A& a, __m256 dw, __m256 acc) {
-  const __m256i adj = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * a.sum));
-  const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.d));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(adj), scale, acc);
-}
-
 void GemvW4A8Avx2(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
   GemvRowBlocks<kW4TileBytes, kGemvPrefetchTiles, kGemvStreams>(
       w, y, r0,

@@ -48,16 +48,6 @@ inline __m256i DotW4(const __m512i lo[2], const __m512i hi[2], const BlockQ8A& a
   return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-inline __m256 W4Accumulate(__m256i isum, const BlockQ8A& a, __m256 dw, __m256 acc) {
-  const __m256i adj = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * a.sum));
-  const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.d));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(adj), scale, acc);
-}
-
-inline __m256 LoadScales(const std::byte* tile) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
-}
-
 // GEMV: four weight streams per thread, each prefetched 8 tiles ahead (before: one stream,
 // no prefetch). Interleaved ari-perf decode on the AMD EPYC (Zen 5) host, TinyLlama W4A8,
 // 2 threads: 1 stream unprefetched -> 2 streams, 4 rounds, 67.8 / 70.4 / 67.7 / 66.4 ->
@@ -72,7 +62,7 @@ void GemvW4A8Avx512(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t 
       r1, [x](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
         __m512i lo[2], hi[2];
         UnpackW4(tile + 16, lo, hi);
-        return W4Accumulate(DotW4(lo, hi, x[g]), x[g], LoadScales(tile), acc);
+        return W4Accumulate(DotW4(lo, hi, x[g]), x[g], LoadRowScales(tile), acc);
       });
 }
 
@@ -89,7 +79,7 @@ struct W4BlockTiles : Avx2W4A8Tiles {
     for (int64_t g = 0; g < groups; ++g, tile += kW4TileBytes) {
       __m512i lo[2], hi[2];
       UnpackW4(tile + 16, lo, hi);
-      const __m256 dw = LoadScales(tile);
+      const __m256 dw = LoadRowScales(tile);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) {
         const BlockQ8A& a = xt[t][g];
