@@ -41,11 +41,19 @@ uint16_t BitsFromType(int32_t type) {
 }
 
 // The sizes of the spec's arrays agree.
-Result<void> CheckSpec(const VocabSpec& spec) {
-  const size_t n = spec.tokens.size();
+Result<void> CheckSpec(const VocabSpec& spec, std::span<const std::string_view> tokens) {
+  const size_t n = tokens.size();
   if (n == 0) return MakeError(ErrorCode::kFormat, "tokenizer: empty vocabulary");
   if (n > static_cast<size_t>(INT32_MAX) / 2) {
     return MakeError(ErrorCode::kFormat, "tokenizer: vocabulary too large");
+  }
+  // The texts (an empty one becomes "[EMPTY_<id>]") must fit the packed tables' 32-bit
+  // offsets, with room to spare; a piece is never longer than its text.
+  size_t chars = 0;
+  for (std::string_view t : tokens) chars += t.size() + 16;
+  if (chars > PackedStrings::kMaxChars / 3) {
+    return MakeError(ErrorCode::kFormat,
+                     "tokenizer: token texts too large (" + std::to_string(chars) + " bytes)");
   }
   if (!spec.scores.empty() && spec.scores.size() != n) {
     return MakeError(ErrorCode::kFormat, "tokenizer: " + std::to_string(spec.scores.size()) +
@@ -60,11 +68,11 @@ Result<void> CheckSpec(const VocabSpec& spec) {
 
 }  // namespace
 
-Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenId def_eos,
-                                        TokenId def_unk, bool def_add_bos,
-                                        bool def_add_space_prefix) {
-  if (auto r = CheckSpec(spec); !r) return r;
-  TakeVocabulary(spec);
+Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, std::span<const std::string_view> tokens,
+                                        TokenId def_bos, TokenId def_eos, TokenId def_unk,
+                                        bool def_add_bos, bool def_add_space_prefix) {
+  if (auto r = CheckSpec(spec, tokens); !r) return r;
+  TakeVocabulary(spec, tokens);
   PickSpecialTokens(spec, def_bos, def_eos, def_unk, def_add_bos, def_add_space_prefix);
   FindEndOfGeneration();
   BuildSpecialCache();
@@ -72,22 +80,27 @@ Result<void> VocabTokenizer::InitCommon(VocabSpec& spec, TokenId def_bos, TokenI
   return {};
 }
 
-void VocabTokenizer::TakeVocabulary(VocabSpec& spec) {
-  const size_t n = spec.tokens.size();
+void VocabTokenizer::TakeVocabulary(VocabSpec& spec, std::span<const std::string_view> tokens) {
+  const size_t n = tokens.size();
   model_ = spec.model;
   pre_ = spec.pre.empty() ? std::string("default") : spec.pre;
-  tokens_ = std::move(spec.tokens);
+  size_t chars = 0;
+  for (std::string_view t : tokens) chars += t.size();
+  tokens_.Reserve(n, chars);
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i].empty()) {
+      tokens_.Append("[EMPTY_" + std::to_string(i) + "]");  // as llama.cpp
+    } else {
+      tokens_.Append(tokens[i]);
+    }
+  }
   scores_ = spec.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(spec.scores);
   types_ = spec.token_types.empty()
                ? std::vector<int32_t>(n, static_cast<int32_t>(TokenAttr::kNormal))
                : std::move(spec.token_types);
   bits_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (tokens_[i].empty()) tokens_[i] = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp
-    bits_[i] = BitsFromType(types_[i]);
-  }
-  token_to_id_.reserve(n);
-  for (size_t i = 0; i < n; ++i) token_to_id_[tokens_[i]] = static_cast<TokenId>(i);  // last wins
+  for (size_t i = 0; i < n; ++i) bits_[i] = BitsFromType(types_[i]);
+  token_to_id_.Build(tokens_);  // a repeated text: the last id wins
 }
 
 void VocabTokenizer::PickSpecialTokens(const VocabSpec& spec, TokenId def_bos, TokenId def_eos,
@@ -190,13 +203,14 @@ void VocabTokenizer::SetStripBits(std::string_view spec_name) {
 }
 
 void VocabTokenizer::BuildPieces() {
-  pieces_.resize(tokens_.size());
+  pieces_.Clear();
+  pieces_.Reserve(tokens_.size(), tokens_.size() * 8);
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const uint16_t b = bits_[i];
     if (b & (kBitUnknown | kBitControl | kBitUserDefined)) {
-      pieces_[i] = tokens_[i];
+      pieces_.Append(tokens_[i]);
     } else {
-      pieces_[i] = NormalPiece(static_cast<TokenId>(i));
+      pieces_.Append(NormalPiece(static_cast<TokenId>(i)));
     }
   }
 }
@@ -223,8 +237,7 @@ std::string_view VocabTokenizer::TokenText(TokenId id) const {
 }
 
 TokenId VocabTokenizer::FindToken(std::string_view text) const {
-  auto it = token_to_id_.find(text);
-  return it == token_to_id_.end() ? -1 : it->second;
+  return token_to_id_.Find(tokens_, text);
 }
 
 std::string_view VocabTokenizer::Piece(TokenId id, bool special) const {
@@ -248,7 +261,7 @@ void VocabTokenizer::Partition(std::string_view text, bool parse_special,
   for (TokenId id : special_cache_) {
     const uint16_t b = bits_[static_cast<size_t>(id)];
     if (!parse_special && (b & (kBitControl | kBitUnknown))) continue;
-    const std::string& st = tokens_[static_cast<size_t>(id)];
+    const std::string_view st = tokens_[static_cast<size_t>(id)];
     next.clear();
     bool changed = false;
     for (const Fragment& f : frags) {
@@ -310,7 +323,10 @@ Result<std::vector<TokenId>> VocabTokenizer::Encode(std::string_view text,
 
 }  // namespace tok
 
-Result<VocabSpec> Tokenizer::SpecFromGguf(const GgufFile& file) {
+namespace {
+
+// The tokenizer.* keys of `file` but the token texts (see Tokenizer::SpecFromGguf).
+Result<VocabSpec> SpecWithoutTokens(const GgufFile& file) {
   auto fail = [&file](const Error& e) {
     return MakeError(e.code, file.name() + ": tokenizer: " + e.message);
   };
@@ -327,10 +343,6 @@ Result<VocabSpec> Tokenizer::SpecFromGguf(const GgufFile& file) {
     auto name = file.GetString("general.name");
     if (name) spec.name = std::string(*name);
   }
-  auto tokens = file.GetStringArray("tokenizer.ggml.tokens");
-  if (!tokens) return fail(tokens.error());
-  spec.tokens.reserve(tokens->size());
-  for (std::string_view t : *tokens) spec.tokens.emplace_back(t);
   if (file.Has("tokenizer.ggml.scores")) {
     auto scores = file.GetFloatArray("tokenizer.ggml.scores");
     if (!scores) return fail(scores.error());
@@ -375,17 +387,44 @@ Result<VocabSpec> Tokenizer::SpecFromGguf(const GgufFile& file) {
   return spec;
 }
 
-Result<std::unique_ptr<Tokenizer>> Tokenizer::FromSpec(VocabSpec spec) {
-  if (spec.model == "llama") return tok::MakeSpm(std::move(spec));
-  if (spec.model == "gpt2") return tok::MakeBpe(std::move(spec));
+Result<std::vector<std::string_view>> TokenTexts(const GgufFile& file) {
+  auto tokens = file.GetStringArray("tokenizer.ggml.tokens");
+  if (!tokens)
+    return MakeError(tokens.error().code, file.name() + ": tokenizer: " + tokens.error().message);
+  return tokens;
+}
+
+Result<std::unique_ptr<Tokenizer>> Make(VocabSpec spec, std::span<const std::string_view> tokens) {
+  if (spec.model == "llama") return tok::MakeSpm(std::move(spec), tokens);
+  if (spec.model == "gpt2") return tok::MakeBpe(std::move(spec), tokens);
   return MakeError(ErrorCode::kUnsupported, "tokenizer: unsupported tokenizer.ggml.model '" +
                                                 spec.model + "' (supported: llama, gpt2)");
 }
 
+}  // namespace
+
+Result<VocabSpec> Tokenizer::SpecFromGguf(const GgufFile& file) {
+  auto spec = SpecWithoutTokens(file);
+  if (!spec) return spec;
+  auto tokens = TokenTexts(file);
+  if (!tokens) return std::unexpected(std::move(tokens.error()));
+  spec->tokens.assign(tokens->begin(), tokens->end());
+  return spec;
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::FromSpec(VocabSpec spec) {
+  const std::vector<std::string_view> tokens(spec.tokens.begin(), spec.tokens.end());
+  return Make(std::move(spec), tokens);
+}
+
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
-  auto spec = SpecFromGguf(file);
+  // The token texts are read as views into the mapping and copied once, into the
+  // tokenizer's packed table (no std::string per token in between).
+  auto spec = SpecWithoutTokens(file);
   if (!spec) return std::unexpected(std::move(spec.error()));
-  auto tok = FromSpec(std::move(*spec));
+  auto tokens = TokenTexts(file);
+  if (!tokens) return std::unexpected(std::move(tokens.error()));
+  auto tok = Make(std::move(*spec), *tokens);
   if (!tok) return MakeError(tok.error().code, file.name() + ": " + tok.error().message);
   return tok;
 }

@@ -74,7 +74,7 @@ struct BigramGreater {
 
 class BpeTokenizer final : public VocabTokenizer {
  public:
-  Result<void> Init(VocabSpec& spec) {
+  Result<void> Init(VocabSpec& spec, std::span<const std::string_view> tokens) {
     PreInfo info;
     const std::string pre = spec.pre.empty() ? std::string("default") : spec.pre;
     if (!LookupPre(pre, info)) {
@@ -98,8 +98,9 @@ class BpeTokenizer final : public VocabTokenizer {
       ranks_.try_emplace(std::make_pair(m.substr(0, pos), m.substr(pos + 1)),
                          static_cast<int>(std::min<size_t>(i, INT32_MAX)));
     }
-    if (auto r = InitCommon(spec, /*def_bos=*/11, /*def_eos=*/11, /*def_unk=*/-1, info.add_bos,
-                            /*def_add_space_prefix=*/false);
+    if (auto r =
+            InitCommon(spec, tokens, /*def_bos=*/11, /*def_eos=*/11, /*def_unk=*/-1, info.add_bos,
+                       /*def_add_space_prefix=*/false);
         !r) {
       return r;
     }
@@ -212,9 +213,10 @@ class BpeTokenizer final : public VocabTokenizer {
 
 }  // namespace
 
-Result<std::unique_ptr<Tokenizer>> MakeBpe(VocabSpec spec) {
+Result<std::unique_ptr<Tokenizer>> MakeBpe(VocabSpec spec,
+                                           std::span<const std::string_view> tokens) {
   auto t = std::make_unique<BpeTokenizer>();
-  if (auto r = t->Init(spec); !r) return std::unexpected(std::move(r.error()));
+  if (auto r = t->Init(spec, tokens); !r) return std::unexpected(std::move(r.error()));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 
 #include "runtime/core/utf8.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/vocab_store.h"
 
 namespace ari::runtime::tok {
 
@@ -94,9 +96,11 @@ class VocabTokenizer : public Tokenizer {
   float Score(TokenId id) const { return scores_[static_cast<size_t>(id)]; }
 
  protected:
-  // Takes the common fields of `spec`; `defaults` are the model's default special ids.
-  Result<void> InitCommon(VocabSpec& spec, TokenId def_bos, TokenId def_eos, TokenId def_unk,
-                          bool def_add_bos, bool def_add_space_prefix);
+  // Takes the common fields of `spec` and the token texts `tokens` (spec.tokens, or views
+  // into a GGUF file; copied); `defaults` are the model's default special ids.
+  Result<void> InitCommon(VocabSpec& spec, std::span<const std::string_view> tokens,
+                          TokenId def_bos, TokenId def_eos, TokenId def_unk, bool def_add_bos,
+                          bool def_add_space_prefix);
   // Builds the piece cache (call after subclass init).
   void BuildPieces();
   // Tokenizes one raw fragment; `after_special` is true at the start and after a special
@@ -110,20 +114,21 @@ class VocabTokenizer : public Tokenizer {
 
   std::string model_;
   std::string pre_;
-  std::vector<std::string> tokens_;
+  PackedStrings tokens_;
   std::vector<float> scores_;
-  std::vector<int32_t> types_;  // tokenizer.ggml.token_type as given (Attr())
-  std::vector<uint16_t> bits_;  // AttrBit set per token
-  std::unordered_map<std::string_view, TokenId> token_to_id_;  // views into tokens_
+  std::vector<int32_t> types_;          // tokenizer.ggml.token_type as given (Attr())
+  std::vector<uint16_t> bits_;          // AttrBit set per token
+  TokenIndex token_to_id_;              // over tokens_
   std::vector<TokenId> special_cache_;  // control/user-defined/unknown, longest text first
   std::vector<TokenId> eog_;            // sorted
-  std::vector<std::string> pieces_;     // piece with special=true
+  PackedStrings pieces_;                // piece with special=true
   TokenId bos_ = -1, eos_ = -1, unk_ = -1, pad_ = -1, eot_ = -1, eom_ = -1;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
 
  private:
   // The steps of InitCommon(), in order.
-  void TakeVocabulary(VocabSpec& spec);  // tokens, scores, types, attribute bits, index
+  // tokens, scores, types, attribute bits, index
+  void TakeVocabulary(VocabSpec& spec, std::span<const std::string_view> tokens);
   void PickSpecialTokens(const VocabSpec& spec, TokenId def_bos, TokenId def_eos, TokenId def_unk,
                          bool def_add_bos, bool def_add_space_prefix);
   void FindEndOfGeneration();  // EOT/EOM by their text, the end-of-generation set
@@ -131,7 +136,10 @@ class VocabTokenizer : public Tokenizer {
   void SetStripBits(std::string_view spec_name);  // lstrip/rstrip as llama.cpp names them
 };
 
-Result<std::unique_ptr<Tokenizer>> MakeSpm(VocabSpec spec);
-Result<std::unique_ptr<Tokenizer>> MakeBpe(VocabSpec spec);
+// `tokens`: the token texts (spec.tokens itself is not read; see InitCommon).
+Result<std::unique_ptr<Tokenizer>> MakeSpm(VocabSpec spec,
+                                           std::span<const std::string_view> tokens);
+Result<std::unique_ptr<Tokenizer>> MakeBpe(VocabSpec spec,
+                                           std::span<const std::string_view> tokens);
 
 }  // namespace ari::runtime::tok

@@ -35,8 +35,9 @@ struct BigramLess {
 
 class SpmTokenizer final : public VocabTokenizer {
  public:
-  Result<void> Init(VocabSpec& spec) {
-    if (auto r = InitCommon(spec, /*def_bos=*/1, /*def_eos=*/2, /*def_unk=*/0, /*def_add_bos=*/true,
+  Result<void> Init(VocabSpec& spec, std::span<const std::string_view> tokens) {
+    if (auto r = InitCommon(spec, tokens, /*def_bos=*/1, /*def_eos=*/2, /*def_unk=*/0,
+                            /*def_add_bos=*/true,
                             /*def_add_space_prefix=*/true);
         !r) {
       return r;
@@ -165,9 +166,10 @@ class SpmTokenizer final : public VocabTokenizer {
 
 }  // namespace
 
-Result<std::unique_ptr<Tokenizer>> MakeSpm(VocabSpec spec) {
+Result<std::unique_ptr<Tokenizer>> MakeSpm(VocabSpec spec,
+                                           std::span<const std::string_view> tokens) {
   auto t = std::make_unique<SpmTokenizer>();
-  if (auto r = t->Init(spec); !r) return std::unexpected(std::move(r.error()));
+  if (auto r = t->Init(spec, tokens); !r) return std::unexpected(std::move(r.error()));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }
 
