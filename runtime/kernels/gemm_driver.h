@@ -22,6 +22,11 @@
 //     Kernel::Tile<NT>(block, groups, xt, acc) computes acc[t] = the 8 row outputs of
 //     token t, then the driver calls Kernel::Store(acc[t], y + (t0 + t) * ldy, b, r0, r1)
 //     per token of the tile (the rows of block b that fall in [r0, r1)).
+//   GemmRowBlockPairTiles<Kernel> (W4A8, 512-bit): per (pair of row blocks b, b + 1,
+//     token tile) Kernel::Tile<NT>(block_b, block_b1, groups, xt, acc) computes acc[t] =
+//     the 16 row outputs of token t (8 of b, then 8 of b + 1), then
+//     Kernel::Store(acc[t], y + (t0 + t) * ldy, b, pair, r0, r1); the last block of a chunk
+//     with no partner is passed twice with pair = false (only block b is stored).
 //   GemmRowPairTiles<Kernel> (W8A16): per (row pair i, i + 1 of a row block, token tile),
 //     pairs with no row in [r0, r1) skipped, Kernel::Tile<NT>(block, groups, i, xt, out)
 //     gives out[p][t] = row i + p, token t; the driver stores the rows in [r0, r1).
@@ -107,6 +112,7 @@ inline void RunTile(int nt, Args&... args) {
 // micro-kernel, then the stores of its rows that fall in [r0, r1).
 template <class Kernel>
 struct RowBlockStep {
+  static constexpr int64_t kBlocks = 1;
   static void Run(const std::byte* block, int64_t groups, const typename Kernel::Act* const* xt,
                   int64_t b, int64_t t0, int nt, float* y, int64_t ldy, int64_t r0, int64_t r1) {
     typename Kernel::Acc acc;
@@ -116,7 +122,21 @@ struct RowBlockStep {
 };
 
 template <class Kernel>
+struct RowBlockPairStep {
+  static constexpr int64_t kBlocks = 2;
+  static void Run(const std::byte* block, int64_t block_bytes, bool pair, int64_t groups,
+                  const typename Kernel::Act* const* xt, int64_t b, int64_t t0, int nt, float* y,
+                  int64_t ldy, int64_t r0, int64_t r1) {
+    typename Kernel::Acc acc;
+    const std::byte* next = pair ? block + block_bytes : block;
+    RunTile<Kernel, WidestTile<Kernel>()>(nt, block, next, groups, xt, acc);
+    for (int t = 0; t < nt; ++t) Kernel::Store(acc[t], y + (t0 + t) * ldy, b, pair, r0, r1);
+  }
+};
+
+template <class Kernel>
 struct RowPairStep {
+  static constexpr int64_t kBlocks = 1;
   static void Run(const std::byte* block, int64_t groups, const typename Kernel::Act* const* xt,
                   int64_t b, int64_t t0, int nt, float* y, int64_t ldy, int64_t r0, int64_t r1) {
     for (int i = 0; i < kRowInterleave; i += 2) {
@@ -142,7 +162,9 @@ template <class Kernel, class Step>
   const int64_t block_bytes = groups * Kernel::kTileBytes;
   const int64_t b0 = r0 / kRowInterleave;
   const int64_t b1 = (r1 + kRowInterleave - 1) / kRowInterleave;
-  const int64_t chunk = Max64(1, kGemmChunkWeightBytes / block_bytes);
+  // Whole steps per chunk (a pair step takes two row blocks).
+  const int64_t chunk =
+      Max64(1, kGemmChunkWeightBytes / block_bytes / Step::kBlocks) * Step::kBlocks;
   for (int64_t cb = b0; cb < b1; cb += chunk) {
     const int64_t ce = Min64(b1, cb + chunk);
     for (int64_t t0 = 0; t0 < n;) {
@@ -151,8 +173,13 @@ template <class Kernel, class Step>
       for (int t = 0; t < WidestTile<Kernel>(); ++t) {
         xt[t] = x + (t0 + Min64(t, nt - 1)) * ldx;
       }
-      for (int64_t b = cb; b < ce; ++b) {
-        Step::Run(w.data + b * block_bytes, groups, xt, b, t0, nt, y, ldy, r0, r1);
+      for (int64_t b = cb; b < ce; b += Step::kBlocks) {
+        if constexpr (Step::kBlocks == 2) {
+          Step::Run(w.data + b * block_bytes, block_bytes, b + 1 < ce, groups, xt, b, t0, nt, y,
+                    ldy, r0, r1);
+        } else {
+          Step::Run(w.data + b * block_bytes, groups, xt, b, t0, nt, y, ldy, r0, r1);
+        }
       }
       t0 += nt;
     }
@@ -164,6 +191,14 @@ template <class Kernel>
 void GemmRowBlockTiles(const PackedMatrix& w, const typename Kernel::Act* x, int64_t ldx, int64_t n,
                        float* y, int64_t ldy, int64_t r0, int64_t r1) {
   GemmTiles<Kernel, RowBlockStep<Kernel>>(w, x, ldx, n, y, ldy, r0, r1);
+}
+
+// W4A8 shape on 512-bit vectors: one micro-kernel call per (two row blocks, token tile),
+// 16 rows x nt tokens.
+template <class Kernel>
+void GemmRowBlockPairTiles(const PackedMatrix& w, const typename Kernel::Act* x, int64_t ldx,
+                           int64_t n, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  GemmTiles<Kernel, RowBlockPairStep<Kernel>>(w, x, ldx, n, y, ldy, r0, r1);
 }
 
 // W8A16 shape: one micro-kernel call per (row pair, token tile), 2 rows x nt tokens.

@@ -141,8 +141,8 @@ TEST_P(MatmulPathTest, GemmMatchesScalarReference) {
   // 1100 columns: 35 groups, a W8A16 GEMM K slice (32 groups) and a 3-group tail.
   for (int64_t cols : {32L, 172L, 1100L, 2048L}) {
     for (int64_t rows : {3L, 16L, 67L}) {
-      // AVX2 W4A8: 6/4/1-3 token tiles; W8A16: 6 (AVX2) / 12 (VNNI) token tiles, 48 tokens
-      // per weight repack (50, 61: a second one).
+      // W4A8: 6/4/1-3 token tiles (AVX2), 8/4/1-3 on pairs of row blocks (AVX-512); W8A16: 6 (AVX2)
+      // / 12 (VNNI) token tiles, 48 tokens per weight repack (50, 61: a second one).
       for (int64_t n : {1L, 4L, 7L, 10L, 13L, 50L, 61L}) {
         SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " n " +
                      std::to_string(n));

@@ -1,7 +1,7 @@
-// Internal: the W8A16 GEMV and GEMM bodies on int16 activations (BlockQ16A), shared by the
-// AVX2 tier (gemm_w8a16_avx2.cc: vpmaddwd + vpaddd) and the AVX-512 VNNI tier's GEMM
-// (gemm_w8a16_avx512.cc: vpdpwssd on 256-bit vectors, twice the token tile in 32
-// registers; its GEMV is its own, on 512-bit vectors). Both compute the scalar spec
+// Internal: the W8A16 GEMV and GEMM bodies on int16 activations (BlockQ16A) of the AVX2
+// tier (gemm_w8a16_avx2.cc: vpmaddwd + vpaddd); the AVX-512 VNNI tier
+// (gemm_w8a16_avx512.cc) reuses the repack (RepackPairs) for its GEMM on pairs of row
+// blocks and has its own GEMV, both on 512-bit vectors. Both compute the scalar spec
 // (scalar_matmul.cc) exactly: per row and group the exact int32 dot isum, then acc =
 // fma(float(isum), d_w * d_a, acc) in group order, so GEMV, GEMM and every tier give the same bits.
 //
@@ -26,23 +26,18 @@
 namespace ari::runtime::kernels::internal {
 namespace {
 
-// Dot-product step of a tier: isum += the pairwise products of w and x (int16 pairs).
-template <bool kVnni>
+// isum += the pairwise products of w and x (int16 pairs).
 inline __m256i DotPairs(__m256i isum, __m256i w, __m256i x) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  if constexpr (kVnni) return _mm256_dpwssd_epi32(isum, w, x);
-#endif
   return _mm256_add_epi32(isum, _mm256_madd_epi16(w, x));
 }
 
 // ---------------------------------------------------------------- GEMV
 
-template <bool kVnni>
 inline __m256i RowDotQ16(const std::byte* q, __m256i xa, __m256i xb) {
   const __m256i wa = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
   const __m256i wb =
       _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
-  return DotPairs<kVnni>(_mm256_madd_epi16(wa, xa), wb, xb);
+  return DotPairs(_mm256_madd_epi16(wa, xa), wb, xb);
 }
 
 // The AVX2 tier's GEMV (256-bit vectors), two weight streams per thread each prefetched 4
@@ -58,7 +53,7 @@ inline void GemvQ16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t
         __m256i p[kRowInterleave];
 #pragma GCC unroll 8
         for (int i = 0; i < kRowInterleave; ++i) {
-          p[i] = RowDotQ16</*kVnni=*/false>(tile + 16 + int64_t{32} * i, xa, xb);
+          p[i] = RowDotQ16(tile + 16 + int64_t{32} * i, xa, xb);
         }
         return W8Accumulate(SumRows8(p), LoadRowScales(tile), x[g].d, acc);
       });
@@ -116,7 +111,7 @@ inline __m256i BcastPair(const int16_t* qs) {
 
 // NT tokens (xt[t] = the token's blocks at the slice's first group) x one row block over
 // ng groups; acc[t] (8 rows) in/out through accbuf.
-template <bool kVnni, int NT>
+template <int NT>
 inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const BlockQ16A* const* xt,
                      bool first, float* accbuf) {
   __m256 acc[NT];
@@ -131,7 +126,7 @@ inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const Bloc
       const __m256i wv = _mm256_load_si256(wq + p);
 #pragma GCC unroll 12
       for (int t = 0; t < NT; ++t) {
-        isum[t] = DotPairs<kVnni>(isum[t], wv, BcastPair(xt[t][g].qs + int64_t{2} * p));
+        isum[t] = DotPairs(isum[t], wv, BcastPair(xt[t][g].qs + int64_t{2} * p));
       }
     }
     for (int t = 0; t < NT; ++t) acc[t] = W8Accumulate(isum[t], wd[g], xt[t][g].d, acc[t]);
@@ -139,21 +134,21 @@ inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const Bloc
   for (int t = 0; t < NT; ++t) _mm256_store_ps(accbuf + int64_t{8} * t, acc[t]);
 }
 
-template <bool kVnni, int NT>
+template <int NT>
 inline void PairTiles(const __m256i* wq, const __m256* wd, int64_t ng, const BlockQ16A* x,
                       int64_t ldx, int64_t gs, int nt, bool first, float* accbuf) {
   if constexpr (NT > 1) {
     if (nt < NT) {
-      PairTiles<kVnni, NT - 1>(wq, wd, ng, x, ldx, gs, nt, first, accbuf);
+      PairTiles<NT - 1>(wq, wd, ng, x, ldx, gs, nt, first, accbuf);
       return;
     }
   }
   const BlockQ16A* xt[NT];
   for (int t = 0; t < NT; ++t) xt[t] = x + t * ldx + gs;
-  PairTile<kVnni, NT>(wq, wd, ng, xt, first, accbuf);
+  PairTile<NT>(wq, wd, ng, xt, first, accbuf);
 }
 
-template <bool kVnni, int kTokens>
+template <int kTokens>
 void GemmQ16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
              int64_t ldy, int64_t r0, int64_t r1) {
   if (r0 >= r1 || n <= 0) return;
@@ -171,8 +166,8 @@ void GemmQ16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, 
         RepackPairs(block + gs * kW8TileBytes, ng, wq, wd);
         for (int64_t t0 = 0; t0 < ns; t0 += kTokens) {
           const int nt = static_cast<int>(Min64(kTokens, ns - t0));
-          PairTiles<kVnni, kTokens>(wq, wd, ng, x + (s0 + t0) * ldx, ldx, gs, nt, gs == 0,
-                                    accbuf + t0 * kRowInterleave);
+          PairTiles<kTokens>(wq, wd, ng, x + (s0 + t0) * ldx, ldx, gs, nt, gs == 0,
+                             accbuf + t0 * kRowInterleave);
         }
       }
       for (int64_t t = 0; t < ns; ++t) {
