@@ -256,10 +256,12 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   plan_.model_file_bytes = model_->file().bytes().size();
   if (auto r = CarveArena(o, layout); !r) return r;
   if (auto r = parks_.Init(*model_, o.park_areas, o.kv_type, ctx_, o.max_chunk, o.max_output,
-                           packed_.has_value(), o.prefault);
+                           packed_.has_value(), o.prefault ? pool_.get() : nullptr);
       !r) {
     return r;
   }
+  // The prefaults ran on the pool; the CPUs a chunk reports (TakeObserved) are the chunk's.
+  pool_->TakeObserved();
   if (o.park_areas > 0) {
     plan_.notes.push_back("park areas: " + std::to_string(o.park_areas) + " x " +
                           std::to_string(parks_.bytes_per_area()) + " bytes, outside the arena" +
@@ -342,7 +344,7 @@ Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a
   const ModelConfig& c = model_->config();
   arena_ = engine_internal::PoolBuffer(plan_.total_bytes, align_);
   if (o.prefault) {
-    engine_internal::Prefault(arena_.data(), plan_.total_bytes);
+    engine_internal::PrefaultOnPool(*pool_, arena_.data(), plan_.total_bytes);
     plan_.notes.push_back("arena, park areas and slot text buffers prefaulted at start");
   }
   std::byte* p = arena_.data();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -18,6 +19,7 @@ constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 #else
 constexpr int kMadvPopulateWrite = 23;  // Linux 5.14; older kernels answer EINVAL
 #endif
+constexpr size_t kPrefaultUnit = PoolBuffer::kHugePage;  // one huge page per pool unit
 }  // namespace
 
 void Prefault(void* p, size_t bytes) {
@@ -30,12 +32,30 @@ void Prefault(void* p, size_t bytes) {
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
   const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(page - 1);
-  if (e > b) {
-    // The result does not matter: the memset writes every page either way.
-    [[maybe_unused]] const int rc =
-        ::madvise(reinterpret_cast<void*>(b), e - b, kMadvPopulateWrite);
+  // A kernel without it answers EINVAL: not asked again in this process. Any other refusal
+  // (ENOMEM, a range it cannot populate) leaves the pages to the memset.
+  static std::atomic<bool> populate_unsupported{false};
+  if (e > b && !populate_unsupported.load(std::memory_order_relaxed) &&
+      ::madvise(reinterpret_cast<void*>(b), e - b, kMadvPopulateWrite) != 0 && errno == EINVAL) {
+    populate_unsupported.store(true, std::memory_order_relaxed);
   }
   std::memset(p, 0, bytes);
+}
+
+void PrefaultOnPool(ThreadPool& pool, void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return;
+  struct Span {
+    std::byte* p;
+    size_t bytes;
+  } span{static_cast<std::byte*>(p), bytes};
+  const auto units = static_cast<int64_t>((bytes + kPrefaultUnit - 1) / kPrefaultUnit);
+  pool.RunUnits(
+      [](void* ctx, int64_t unit, int) {
+        const auto& s = *static_cast<const Span*>(ctx);
+        const size_t off = static_cast<size_t>(unit) * kPrefaultUnit;
+        Prefault(s.p + off, std::min(kPrefaultUnit, s.bytes - off));
+      },
+      &span, units, pool.max_participants());
 }
 
 PoolBuffer::PoolBuffer(size_t bytes, size_t align) : bytes_(bytes) {

@@ -11,7 +11,8 @@
 namespace ari::runtime::engine_internal {
 
 Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int32_t ctx,
-                             int32_t max_chunk, int32_t max_output, bool packed, bool prefault) {
+                             int32_t max_chunk, int32_t max_output, bool packed,
+                             ThreadPool* prefault) {
   if (areas < 0) return MakeError(ErrorCode::kInvalidArgument, "engine: park_areas < 0");
   model_ = &model;
   const ModelConfig& c = model.config();
@@ -26,7 +27,7 @@ Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int
     // Default-initialized bytes, written now when prefaulting (a first park, i.e. a CRITICAL
     // arrival, then takes no page fault); else touched only when a turn is parked.
     a.mem = PoolBuffer(area_bytes_, alignof(std::max_align_t));
-    if (prefault) Prefault(a.mem.data(), area_bytes_);
+    if (prefault != nullptr) PrefaultOnPool(*prefault, a.mem.data(), area_bytes_);
     a.k = a.mem.data();
     a.v = a.k + half_bytes_;
     a.history = reinterpret_cast<TokenId*>(a.v + half_bytes_);

@@ -33,9 +33,10 @@ void CopyKvRows(const std::byte* from, std::byte* to, int32_t layers, int32_t ct
 class ParkStore {
  public:
   // `packed`: the KV lives in the slots' views (else in each slot's reference Session).
-  // `prefault`: the areas' pages are written at once (else on the first park).
+  // `prefault` (not null): the areas' pages are written at once, on that pool's threads
+  // (else on the first park).
   Result<void> Init(const Model& model, int32_t areas, KvType home, int32_t ctx, int32_t max_chunk,
-                    int32_t max_output, bool packed, bool prefault);
+                    int32_t max_output, bool packed, ThreadPool* prefault);
   // The areas' memory (Engine::LockMemory).
   void AppendRegions(std::vector<MemoryRegion>& out) const;
   // The memory of the areas holding no turn (memory yield: their pages may be released).
