@@ -186,6 +186,7 @@ class EngineImpl final : public Engine {
   // and cut into the forward pass's workspace, the slots and the layer drop mask.
   Result<void> LoadModel(const EngineOptions& o);
   Result<void> CarveArena(const EngineOptions& o, const ArenaLayout& a);
+  void NoteTierChoice();  // the kernel tier choice (TierChoiceReport) as plan notes
   // The last token's logits, in the engine's own buffers (Emit samples them in place).
   Result<float*> Forward(Slot& s, int32_t n, Precision p);
   // The chunk's work once knobs and affinity are applied (RunChunk brackets it).
@@ -296,17 +297,19 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   } else {
     plan_.notes.push_back("embedding table advised MADV_RANDOM (rows read on demand)");
   }
-  if (packed_) {  // measured here, once per process, not in the first chunk
-    const std::string report = kernels::TierChoiceReport();
-    size_t a = 0;
-    while (a < report.size()) {
-      size_t e = report.find('\n', a);
-      if (e == std::string::npos) e = report.size();
-      plan_.notes.push_back("kernel tier by measurement: " + report.substr(a, e - a));
-      a = e + 1;
-    }
-  }
+  if (packed_) NoteTierChoice();  // measured here, once per process, not in the first chunk
   return {};
+}
+
+void EngineImpl::NoteTierChoice() {
+  const std::string report = kernels::TierChoiceReport();
+  size_t a = 0;
+  while (a < report.size()) {
+    size_t e = report.find('\n', a);
+    if (e == std::string::npos) e = report.size();
+    plan_.notes.push_back("kernel tier by measurement: " + report.substr(a, e - a));
+    a = e + 1;
+  }
 }
 
 Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
