@@ -115,59 +115,32 @@ inline void PairTile512(const __m512i* wq, const __m512* wd, int64_t ng, const B
   for (int t = 0; t < NT; ++t) _mm512_store_ps(accbuf + int64_t{16} * t, acc[t]);
 }
 
-template <int NT>
-inline void PairTiles512(const __m512i* wq, const __m512* wd, int64_t ng, const BlockQ16A* x,
-                         int64_t ldx, int64_t gs, int nt, bool first, float* accbuf) {
-  if constexpr (NT > 1) {
-    if (nt < NT) {
-      PairTiles512<NT - 1>(wq, wd, ng, x, ldx, gs, nt, first, accbuf);
-      return;
-    }
+// The kernel of GemmQ16Blocks (w8a16_q16.h) on pairs of row blocks.
+struct Q16BlockPairTiles {
+  static constexpr int64_t kBlocks = 2;
+  static constexpr int kTokens = kTokens512;
+  using WVec = __m512i;
+  using DVec = __m512;
+  static void Repack(const std::byte* a, const std::byte* b, int64_t ng, __m512i* wq, __m512* wd) {
+    RepackPairs512(a, b, ng, wq, wd);
   }
-  const BlockQ16A* xt[NT];
-  for (int t = 0; t < NT; ++t) xt[t] = x + t * ldx + gs;
-  PairTile512<NT>(wq, wd, ng, xt, first, accbuf);
-}
-
-// GemmQ16's loops (w8a16_q16.h) over pairs of row blocks; a last block without a partner
-// is repacked twice and only its own half stored.
-void GemmQ16x512(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
-                 int64_t ldy, int64_t r0, int64_t r1) {
-  if (r0 >= r1 || n <= 0) return;
-  alignas(64) __m512i wq[kSliceGroups * 16];                    // 32 KiB
-  alignas(64) __m512 wd[kSliceGroups];                          // 2 KiB
-  alignas(64) float accbuf[kSuperTokens * 2 * kRowInterleave];  // 3 KiB
-  const int64_t groups = Groups(w.cols);
-  const int64_t block_bytes = groups * kW8TileBytes;
-  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; b += 2) {
-    const std::byte* block = w.data + b * block_bytes;
-    const bool pair = (b + 1) * kRowInterleave < r1;
-    const std::byte* next = pair ? block + block_bytes : block;
-    for (int64_t s0 = 0; s0 < n; s0 += kSuperTokens) {
-      const int64_t ns = Min64(kSuperTokens, n - s0);
-      for (int64_t gs = 0; gs < groups; gs += kSliceGroups) {
-        const int64_t ng = Min64(kSliceGroups, groups - gs);
-        RepackPairs512(block + gs * kW8TileBytes, next + gs * kW8TileBytes, ng, wq, wd);
-        for (int64_t t0 = 0; t0 < ns; t0 += kTokens512) {
-          const int nt = static_cast<int>(Min64(kTokens512, ns - t0));
-          PairTiles512<kTokens512>(wq, wd, ng, x + (s0 + t0) * ldx, ldx, gs, nt, gs == 0,
-                                   accbuf + t0 * 2 * kRowInterleave);
-        }
-      }
-      for (int64_t t = 0; t < ns; ++t) {
-        const __m512 v = _mm512_load_ps(accbuf + t * 2 * kRowInterleave);
-        StoreRows(_mm512_castps512_ps256(v), y + (s0 + t) * ldy, b, r0, r1);
-        if (pair) StoreRows(_mm512_extractf32x8_ps(v, 1), y + (s0 + t) * ldy, b + 1, r0, r1);
-      }
-    }
+  template <int NT>
+  static void Tile(const __m512i* wq, const __m512* wd, int64_t ng, const BlockQ16A* const* xt,
+                   bool first, float* accbuf) {
+    PairTile512<NT>(wq, wd, ng, xt, first, accbuf);
   }
-}
+  static void Store(const float* acc, float* y, int64_t b, bool pair, int64_t r0, int64_t r1) {
+    const __m512 v = _mm512_load_ps(acc);
+    StoreRows(_mm512_castps512_ps256(v), y, b, r0, r1);
+    if (pair) StoreRows(_mm512_extractf32x8_ps(v, 1), y, b + 1, r0, r1);
+  }
+};
 
 }  // namespace
 
 void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                int64_t ldy, int64_t r0, int64_t r1) {
-  GemmQ16x512(w, x, ldx, n, y, ldy, r0, r1);
+  GemmQ16Blocks<Q16BlockPairTiles>(w, x, ldx, n, y, ldy, r0, r1);
 }
 
 void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {

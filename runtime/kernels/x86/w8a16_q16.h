@@ -134,47 +134,84 @@ inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const Bloc
   for (int t = 0; t < NT; ++t) _mm256_store_ps(accbuf + int64_t{8} * t, acc[t]);
 }
 
-template <int NT>
-inline void PairTiles(const __m256i* wq, const __m256* wd, int64_t ng, const BlockQ16A* x,
-                      int64_t ldx, int64_t gs, int nt, bool first, float* accbuf) {
+// The loops of the W8A16 GEMM over a kernel K: per step of K::kBlocks row blocks (1, or 2
+// side by side in one vector; a last block without a partner is passed twice and only its
+// own rows stored), per kSuperTokens tokens and K slice, K::Repack once, then
+// K::Tile<NT> over token tiles of K::kTokens (the tail: the widest NT that fits), then
+// K::Store of each token's rows. K also names the repacked types WVec (16 per group) and
+// DVec (row scales, one per group).
+template <class K, int NT>
+inline void RunQ16Tile(int nt, const BlockQ16A* x, int64_t ldx, int64_t gs,
+                       const typename K::WVec* wq, const typename K::DVec* wd, int64_t ng,
+                       bool first, float* accbuf) {
   if constexpr (NT > 1) {
     if (nt < NT) {
-      PairTiles<NT - 1>(wq, wd, ng, x, ldx, gs, nt, first, accbuf);
+      RunQ16Tile<K, NT - 1>(nt, x, ldx, gs, wq, wd, ng, first, accbuf);
       return;
     }
   }
   const BlockQ16A* xt[NT];
   for (int t = 0; t < NT; ++t) xt[t] = x + t * ldx + gs;
-  PairTile<NT>(wq, wd, ng, xt, first, accbuf);
+  K::template Tile<NT>(wq, wd, ng, xt, first, accbuf);
 }
 
-template <int kTokens>
-void GemmQ16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
-             int64_t ldy, int64_t r0, int64_t r1) {
+template <class K>
+void GemmQ16Blocks(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
+                   int64_t ldy, int64_t r0, int64_t r1) {
   if (r0 >= r1 || n <= 0) return;
-  alignas(64) __m256i wq[kSliceGroups * 16];                // 16 KiB
-  alignas(64) __m256 wd[kSliceGroups];                      // 1 KiB
-  alignas(64) float accbuf[kSuperTokens * kRowInterleave];  // 1.5 KiB
+  constexpr int64_t kRows = K::kBlocks * kRowInterleave;  // rows per step
+  alignas(64) typename K::WVec wq[kSliceGroups * 16];     // 16 KiB per block
+  alignas(64) typename K::DVec wd[kSliceGroups];          // 1 KiB per block
+  alignas(64) float accbuf[kSuperTokens * kRows];         // 1.5 KiB per block
   const int64_t groups = Groups(w.cols);
   const int64_t block_bytes = groups * kW8TileBytes;
-  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
+  for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; b += K::kBlocks) {
     const std::byte* block = w.data + b * block_bytes;
+    const bool pair = K::kBlocks == 2 && (b + 1) * kRowInterleave < r1;
+    const std::byte* next = pair ? block + block_bytes : block;
     for (int64_t s0 = 0; s0 < n; s0 += kSuperTokens) {
       const int64_t ns = Min64(kSuperTokens, n - s0);
       for (int64_t gs = 0; gs < groups; gs += kSliceGroups) {
         const int64_t ng = Min64(kSliceGroups, groups - gs);
-        RepackPairs(block + gs * kW8TileBytes, ng, wq, wd);
-        for (int64_t t0 = 0; t0 < ns; t0 += kTokens) {
-          const int nt = static_cast<int>(Min64(kTokens, ns - t0));
-          PairTiles<kTokens>(wq, wd, ng, x + (s0 + t0) * ldx, ldx, gs, nt, gs == 0,
-                             accbuf + t0 * kRowInterleave);
+        K::Repack(block + gs * kW8TileBytes, next + gs * kW8TileBytes, ng, wq, wd);
+        for (int64_t t0 = 0; t0 < ns; t0 += K::kTokens) {
+          const int nt = static_cast<int>(Min64(K::kTokens, ns - t0));
+          RunQ16Tile<K, K::kTokens>(nt, x + (s0 + t0) * ldx, ldx, gs, wq, wd, ng, gs == 0,
+                                    accbuf + t0 * kRows);
         }
       }
       for (int64_t t = 0; t < ns; ++t) {
-        StoreRows(_mm256_load_ps(accbuf + t * kRowInterleave), y + (s0 + t) * ldy, b, r0, r1);
+        K::Store(accbuf + t * kRows, y + (s0 + t) * ldy, b, pair, r0, r1);
       }
     }
   }
+}
+
+// The AVX2 kernel of GemmQ16Blocks: one row block per step, kTokens tokens per tile.
+template <int kTokensPerTile>
+struct Q16BlockTiles {
+  static constexpr int64_t kBlocks = 1;
+  static constexpr int kTokens = kTokensPerTile;
+  using WVec = __m256i;
+  using DVec = __m256;
+  static void Repack(const std::byte* a, const std::byte* /*b*/, int64_t ng, __m256i* wq,
+                     __m256* wd) {
+    RepackPairs(a, ng, wq, wd);
+  }
+  template <int NT>
+  static void Tile(const __m256i* wq, const __m256* wd, int64_t ng, const BlockQ16A* const* xt,
+                   bool first, float* accbuf) {
+    PairTile<NT>(wq, wd, ng, xt, first, accbuf);
+  }
+  static void Store(const float* acc, float* y, int64_t b, bool /*pair*/, int64_t r0, int64_t r1) {
+    StoreRows(_mm256_load_ps(acc), y, b, r0, r1);
+  }
+};
+
+template <int kTokens>
+void GemmQ16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
+             int64_t ldy, int64_t r0, int64_t r1) {
+  GemmQ16Blocks<Q16BlockTiles<kTokens>>(w, x, ldx, n, y, ldy, r0, r1);
 }
 
 }  // namespace
