@@ -204,7 +204,7 @@ void VocabTokenizer::SetStripBits(std::string_view spec_name) {
 
 void VocabTokenizer::BuildPieces() {
   pieces_.Clear();
-  pieces_.Reserve(tokens_.size(), tokens_.size() * 8);
+  pieces_.Reserve(tokens_.size(), tokens_.chars());  // a piece is never longer than its text
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const uint16_t b = bits_[i];
     if (b & (kBitUnknown | kBitControl | kBitUserDefined)) {

@@ -23,6 +23,7 @@ class PackedStrings {
   void Append(std::string_view s);
   void Clear();
   size_t size() const { return ends_.size(); }
+  size_t chars() const { return chars_.size(); }  // of all strings together
   std::string_view operator[](size_t i) const {
     const size_t b = i == 0 ? 0 : ends_[i - 1];
     return std::string_view(chars_).substr(b, ends_[i] - b);

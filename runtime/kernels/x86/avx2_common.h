@@ -86,6 +86,15 @@ static inline void StoreRows(__m256 v, float* y, int64_t b, int64_t r0, int64_t 
   }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// The AVX-512 GEMMs on pairs of row blocks: lanes 0-7 of v to the rows of block b, lanes
+// 8-15 to those of block b + 1 when `pair` (else block b had no partner).
+static inline void StoreRowsPair(__m512 v, float* y, int64_t b, bool pair, int64_t r0, int64_t r1) {
+  StoreRows(_mm512_castps512_ps256(v), y, b, r0, r1);
+  if (pair) StoreRows(_mm512_extractf32x8_ps(v, 1), y, b + 1, r0, r1);
+}
+#endif
+
 // The GEMV driver of every x86 tier and precision (tiles of kTileBytes: fp16 row scales,
 // then the block's 8 rows' quants of one group; layout.h). For each block of
 // kRowInterleave rows, acc = step(tile, g, acc) for g = 0 .. groups - 1 in group order,

@@ -130,9 +130,7 @@ struct Q16BlockPairTiles {
     PairTile512<NT>(wq, wd, ng, xt, first, accbuf);
   }
   static void Store(const float* acc, float* y, int64_t b, bool pair, int64_t r0, int64_t r1) {
-    const __m512 v = _mm512_load_ps(acc);
-    StoreRows(_mm512_castps512_ps256(v), y, b, r0, r1);
-    if (pair) StoreRows(_mm512_extractf32x8_ps(v, 1), y, b + 1, r0, r1);
+    StoreRowsPair(_mm512_load_ps(acc), y, b, pair, r0, r1);
   }
 };
 

@@ -73,7 +73,7 @@ inline __m512i BroadcastQuad(const int8_t* p) { return _mm512_broadcastd_epi32(_
 // one int32 lane per row: block a in lanes 0-7, block b in 8-15) against NT tokens over all
 // groups, acc[t] = the 16 row outputs of token t. Per group the nibble vector of quad v of
 // both blocks is one zmm (lo: weights of quad v, hi: of quad 4 + v), so every lane needs
-// the same activation dword and each vpdpbusd takes it as an embedded broadcast: 8
+// the same activation dword and each vpdpbusd takes it as a broadcast load: 8
 // vpdpbusd per (token, group, 16 rows) and no permute, against 4 vpermd + 4 vpdpbusd +
 // a fold per 8 rows of the one-block kernel this replaces. The group dot starts from
 // -8 * sum (the Q4 zero point), so it is the exact int32 isum - 8 * sum of the reference;
@@ -85,8 +85,7 @@ struct W4BlockPairTiles : W4A8Tiles {
   using Acc = __m512[8];
 
   static void Store(__m512 v, float* y, int64_t b, bool pair, int64_t r0, int64_t r1) {
-    StoreRows(_mm512_castps512_ps256(v), y, b, r0, r1);
-    if (pair) StoreRows(_mm512_extractf32x8_ps(v, 1), y, b + 1, r0, r1);
+    StoreRowsPair(v, y, b, pair, r0, r1);
   }
 
   template <int NT>
