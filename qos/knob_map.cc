@@ -55,9 +55,9 @@ runtime::kernels::IsaTier MapIsa(IsaTier t) {
 #if defined(__aarch64__)
       return IsaTier::kNeonI8mm;
 #else
-      return IsaTier::kAvx512Vnni;
+      return IsaTier::kAmx;  // AMX tiles for the prefill GEMMs where the CPU has them
 #endif
-    case qos::IsaTier::kAvx512: return IsaTier::kAvx512Vnni;
+    case qos::IsaTier::kAvx512: return IsaTier::kAvx512Vnni;  // AVX-512 without AMX
     case qos::IsaTier::kAvx2: return IsaTier::kAvx2;
     case qos::IsaTier::kNeonDotprod: return IsaTier::kNeonDotprod;
     case qos::IsaTier::kNeon: return IsaTier::kNeon;

@@ -64,7 +64,7 @@ std::string Fmt(double x) {
 
 // x86 tiers and ARM tiers are separate families; -1 = unknown name.
 int Family(std::string_view isa) {
-  if (isa == "avx2" || isa == "avx512vnni") return 0;
+  if (isa == "avx2" || isa == "avx512vnni" || isa == "amx") return 0;
   if (isa.starts_with("neon")) return 1;
   if (isa == "scalar") return 2;
   return -1;

@@ -25,6 +25,7 @@ std::string_view WireIsaName(ari_IsaTier t) {
     case ari_ISA_NEON: return "neon";
     case ari_ISA_NEON_DOTPROD: return "neon-dotprod";
     case ari_ISA_NEON_I8MM: return "neon-i8mm";
+    case ari_ISA_AMX: return "amx";
     default: return "?";
   }
 }

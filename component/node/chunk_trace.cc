@@ -23,6 +23,7 @@ static_assert(ari_ISA_AVX512_VNNI == static_cast<int>(IsaTier::kAvx512Vnni));
 static_assert(ari_ISA_NEON == static_cast<int>(IsaTier::kNeon));
 static_assert(ari_ISA_NEON_DOTPROD == static_cast<int>(IsaTier::kNeonDotprod));
 static_assert(ari_ISA_NEON_I8MM == static_cast<int>(IsaTier::kNeonI8mm));
+static_assert(ari_ISA_AMX == static_cast<int>(IsaTier::kAmx));
 static_assert(ari_KV_F32 == static_cast<int>(KvType::kF32));
 static_assert(ari_KV_F16 == static_cast<int>(KvType::kF16));
 static_assert(ari_KV_INT8 == static_cast<int>(KvType::kInt8));

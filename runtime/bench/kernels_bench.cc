@@ -185,8 +185,8 @@ void RegisterAll() {
         benchmark::RegisterBenchmark(gemv.c_str(), BmGemv, tier, p, s.rows, s.cols)
             ->Unit(benchmark::kMicrosecond);
         // The scalar GEMM only at a small N (it is the reference, not a prefill path).
-        for (int64_t n :
-             tier == IsaTier::kScalar ? std::vector<int64_t>{4} : std::vector<int64_t>{16, 128}) {
+        for (int64_t n : tier == IsaTier::kScalar ? std::vector<int64_t>{4}
+                                                  : std::vector<int64_t>{16, 32, 64, 128}) {
           std::string gemm = "Gemm";
           gemm.append(prec).append("/").append(t).append("/").append(s.name);
           gemm.append("/n").append(std::to_string(n));

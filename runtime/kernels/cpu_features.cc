@@ -6,6 +6,12 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#endif
 #elif defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -15,6 +21,29 @@ namespace ari::runtime::kernels {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
+// Linux hands out the 8 KiB tile data state only on request (since 5.16): once per process,
+// for all its threads. Refused (older kernel, a too small sigaltstack, a seccomp filter): the
+// AMX tier is not supported and the kernels stay on AVX-512.
+void RequestAmxTileData(CpuFeatures& f) {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchGetXcompPerm = 0x1022;
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+    f.amx_errno = errno;
+    return;
+  }
+  unsigned long long perm = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &perm) != 0) {
+    f.amx_errno = errno;
+    return;
+  }
+  f.amx_permitted = (perm >> kXfeatureXtiledata) & 1u;
+#else
+  (void)f;
+#endif
+}
+
 uint64_t ReadXcr0() {
   uint32_t eax = 0;
   uint32_t edx = 0;
@@ -48,6 +77,12 @@ CpuFeatures DetectX86() {
     f.avx512vl = f.avx512f && ((b >> 31) & 1u);
     f.avx512vnni = f.avx512f && ((c >> 11) & 1u);
   }
+  // AMX: CPUID.(7,0).EDX bit 24 AMX-TILE, bit 25 AMX-INT8; XCR0 bits 17 (XTILECFG) and 18
+  // (XTILEDATA) say the OS manages the tile state.
+  const bool os_tiles = (xcr0 & 0x60000u) == 0x60000u;
+  f.amx_tile = os_tiles && ((d >> 24) & 1u);
+  f.amx_int8 = f.amx_tile && ((d >> 25) & 1u);
+  if (f.amx_int8) RequestAmxTileData(f);
   return f;
 }
 #endif
@@ -77,7 +112,7 @@ CpuFeatures Detect() {
 }
 
 [[maybe_unused]] bool IsX86Tier(IsaTier t) {
-  return t == IsaTier::kAvx2 || t == IsaTier::kAvx512Vnni;
+  return t == IsaTier::kAvx2 || t == IsaTier::kAvx512Vnni || t == IsaTier::kAmx;
 }
 [[maybe_unused]] bool IsArmTier(IsaTier t) {
   return t == IsaTier::kNeon || t == IsaTier::kNeonDotprod || t == IsaTier::kNeonI8mm;
@@ -153,6 +188,7 @@ std::string_view IsaTierName(IsaTier tier) {
     case IsaTier::kNeon: return "neon";
     case IsaTier::kNeonDotprod: return "neon_dotprod";
     case IsaTier::kNeonI8mm: return "neon_i8mm";
+    case IsaTier::kAmx: return "amx";
   }
   return "unknown";
 }
@@ -164,7 +200,7 @@ Result<IsaTier> ParseIsaTier(std::string_view name) {
   }
   return MakeError(ErrorCode::kInvalidArgument,
                    "unknown ISA tier '" + std::string(name) +
-                       "' (scalar, avx2, avx512vnni, neon, neon_dotprod, neon_i8mm)");
+                       "' (scalar, avx2, avx512vnni, amx, neon, neon_dotprod, neon_i8mm)");
 }
 
 int IsaTierRank(IsaTier tier) {
@@ -174,7 +210,8 @@ int IsaTierRank(IsaTier tier) {
     case IsaTier::kAvx512Vnni: return 2;
     case IsaTier::kNeon: return 1;
     case IsaTier::kNeonDotprod: return 2;
-    case IsaTier::kNeonI8mm: return 3;
+    case IsaTier::kNeonI8mm:
+    case IsaTier::kAmx: return 3;
   }
   return 0;
 }
@@ -187,6 +224,8 @@ bool IsaTierSupported(IsaTier tier) {
     case IsaTier::kAvx512Vnni:
       return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
              f.avx512vnni;
+    case IsaTier::kAmx:
+      return IsaTierSupported(IsaTier::kAvx512Vnni) && f.amx_int8 && f.amx_permitted;
     case IsaTier::kNeon: return f.neon;
     case IsaTier::kNeonDotprod: return f.neon && f.neon_dotprod;
     case IsaTier::kNeonI8mm: return f.neon && f.neon_dotprod && f.neon_i8mm;

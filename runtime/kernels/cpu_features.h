@@ -14,7 +14,7 @@
 
 namespace ari::runtime::kernels {
 
-// Ordered within a family: x86 kScalar < kAvx2 < kAvx512Vnni; ARM kScalar < kNeon <
+// Ordered within a family: x86 kScalar < kAvx2 < kAvx512Vnni < kAmx; ARM kScalar < kNeon <
 // kNeonDotprod < kNeonI8mm. kScalar belongs to both families.
 enum class IsaTier : uint8_t {
   kScalar = 0,
@@ -23,8 +23,10 @@ enum class IsaTier : uint8_t {
   kNeon = 3,         // AArch64 ASIMD + fp16 conversions
   kNeonDotprod = 4,  // + SDOT/UDOT
   kNeonI8mm = 5,     // + SMMLA/USMMLA
+  kAmx = 6,          // kAvx512Vnni + AMX-TILE/AMX-INT8 (prefill GEMMs on tiles), granted by
+                     // the OS (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA))
 };
-inline constexpr int kNumIsaTiers = 6;
+inline constexpr int kNumIsaTiers = 7;
 
 struct CpuFeatures {
   // x86 (each requires OS support of the register state, checked with xgetbv).
@@ -37,6 +39,12 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512dq = false;
   bool avx512vnni = false;
+  // AMX: the CPU has the tiles and INT8 dot products, XCR0 enables the tile state, and the
+  // kernel granted this process the tile data (requested once, at detection).
+  bool amx_tile = false;
+  bool amx_int8 = false;
+  bool amx_permitted = false;
+  int amx_errno = 0;  // why the kernel refused the tile data (0: not asked, or granted)
   // AArch64.
   bool neon = false;
   bool neon_dotprod = false;
@@ -47,7 +55,7 @@ struct CpuFeatures {
 const CpuFeatures& DetectCpuFeatures();
 
 std::string_view IsaTierName(IsaTier tier);
-// Parses the names IsaTierName returns ("scalar", "avx2", "avx512vnni", "neon", ...).
+// Parses the names IsaTierName returns ("scalar", "avx2", "avx512vnni", "amx", "neon", ...).
 Result<IsaTier> ParseIsaTier(std::string_view name);
 
 // Position of the tier in its family's order (kScalar = 0).

@@ -14,6 +14,7 @@ namespace ari::runtime::kernels {
 
 IsaTier internal::LowerTier(IsaTier tier) {
   switch (tier) {
+    case IsaTier::kAmx: return IsaTier::kAvx512Vnni;
     case IsaTier::kAvx512Vnni: return IsaTier::kAvx2;
     case IsaTier::kNeonI8mm: return IsaTier::kNeonDotprod;
     case IsaTier::kNeonDotprod: return IsaTier::kNeon;
@@ -45,6 +46,14 @@ constexpr KernelTable kAvx2Table = ARI_KERNEL_TABLE(avx2, IsaTier::kAvx2, avx2);
 // AVX-512 tier: own matmuls, AVX2 element-wise/attention kernels (not bandwidth critical;
 // 512-bit versions can replace them without touching callers).
 constexpr KernelTable kAvx512Table = ARI_KERNEL_TABLE(avx2, IsaTier::kAvx512Vnni, avx512);
+// AMX tier: the AVX-512 table with the prefill GEMMs on tiles.
+constexpr KernelTable kAmxTable = [] {
+  KernelTable t = kAvx512Table;
+  t.tier = IsaTier::kAmx;
+  t.gemm_w8a16 = internal::amx::GemmW8A16;
+  t.gemm_w4a8 = internal::amx::GemmW4A8;
+  return t;
+}();
 #endif
 #if defined(__aarch64__)
 // NEON tiers share the baseline element-wise kernels and the W8A16 matmuls (int8 x int16
@@ -76,6 +85,7 @@ const KernelTable* OwnTable(IsaTier tier) {
 #if defined(__x86_64__)
     case IsaTier::kAvx2: return &kAvx2Table;
     case IsaTier::kAvx512Vnni: return &kAvx512Table;
+    case IsaTier::kAmx: return &kAmxTable;
 #endif
 #if defined(__aarch64__)
     case IsaTier::kNeon: return &kNeonTable;

@@ -80,6 +80,14 @@ void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, in
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
               int64_t ldy, int64_t r0, int64_t r1);
 }  // namespace avx512
+// AVX-512 + AMX-INT8: the prefill GEMMs on tiles (x86/gemm_*_amx.cc); every other entry of
+// the tier is the AVX-512 one.
+namespace amx {
+void GemmW8A16(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
+               int64_t ldy, int64_t r0, int64_t r1);
+void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
+              int64_t ldy, int64_t r0, int64_t r1);
+}  // namespace amx
 #endif
 #if defined(__aarch64__)
 // Baseline NEON (armv8-a): matmuls and element-wise kernels of all three NEON tiers.

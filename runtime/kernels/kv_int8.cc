@@ -79,7 +79,7 @@ constexpr KvInt8Kernels kAvx2{IsaTier::kAvx2, internal::KvInt8ScoresAvx2,
 
 const KvInt8Kernels& KvInt8KernelsFor(IsaTier tier) {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (tier == IsaTier::kAvx2 || tier == IsaTier::kAvx512Vnni) return kAvx2;
+  if (tier == IsaTier::kAvx2 || tier == IsaTier::kAvx512Vnni || tier == IsaTier::kAmx) return kAvx2;
 #endif
   (void)tier;
   return kScalar;

@@ -49,7 +49,7 @@ struct KvInt8Kernels {
                  int64_t group, int64_t nt, float* out) = nullptr;
 };
 
-// Kernels for `tier` (the AVX2 path for kAvx2 / kAvx512Vnni on x86-64, else scalar).
+// Kernels for `tier` (the AVX2 path for kAvx2 / kAvx512Vnni / kAmx on x86-64, else scalar).
 const KvInt8Kernels& KvInt8KernelsFor(IsaTier tier);
 // Kernels of ActiveIsaTier().
 const KvInt8Kernels& ActiveKvInt8Kernels();

@@ -37,9 +37,12 @@ struct TierTimings {
 
 struct MeasureOptions {
   int64_t rows = 512, cols = 1024;  // W8A16 0.5 MiB, W4A8 0.3 MiB packed (cache-resident)
-  int64_t gemm_n = 16;              // activations per GEMM call (a prefill chunk)
-  int reps = 5;                     // best of, after one warm-up call
-  bool include_scalar = false;      // tests only: time scalar too
+  // Activations per GEMM call: a prefill chunk (ChunkKnobs::prefill_tokens' default). At 16
+  // tokens the AMX W8A16 GEMM's weight repack is paid by one token tile and it ties with
+  // AVX-512; from 32 tokens on it is faster (docs/benchmarks.md "AMX").
+  int64_t gemm_n = 64;
+  int reps = 5;                 // best of, after one warm-up call
+  bool include_scalar = false;  // tests only: time scalar too
 };
 
 // Candidate tiers of `f` at or below `ceiling` (same family chain), supported by this CPU

@@ -15,8 +15,8 @@ namespace {
 // Bumped whenever a timed kernel changes, so files measured on the old kernels are measured
 // over (v2: W8A16 on int16 activations; v3: the AVX-512 W8A16 GEMV on 512-bit vectors;
 // v4: every x86 GEMV on several weight streams per thread; v5: the AVX-512 GEMMs on pairs
-// of row blocks).
-constexpr const char* kHeader = "ari kernel tier timings v5";
+// of row blocks; v6: the AMX tier's GEMMs, GEMMs timed at 64 tokens instead of 16).
+constexpr const char* kHeader = "ari kernel tier timings v6";
 
 // "model name" (x86) or "CPU part" (ARM) lines of /proc/cpuinfo, first of each.
 std::string CpuModel() {

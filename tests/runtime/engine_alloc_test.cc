@@ -153,6 +153,49 @@ TEST(EngineAlloc, NoHeapAllocationAfterWarmUp) {
   EXPECT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
 }
 
+// Prefill chunks of 16 tokens and more run the GEMMs on AMX tiles where the CPU has them
+// (fewer tokens take the AVX-512 GEMMs): that path allocates nothing either.
+TEST(EngineAlloc, NoHeapAllocationWithLongPrefillChunks) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  EngineOptions o;
+  o.model_path = mp.pack;
+  o.context_length = 256;
+  o.threads = 2;
+  o.require_tokenizer = true;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.has_value());
+  std::vector<TokenId> prompt(40);
+  prompt[0] = 1;
+  for (size_t i = 1; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(260 + (i * 37) % 250);
+  const auto run = [&] {
+    for (Precision p : {Precision::kW8A16, Precision::kW4A8}) {
+      TurnSpec ts;
+      ts.prompt = prompt;
+      ts.max_tokens = 4;
+      ts.keep_context = false;
+      ASSERT_TRUE((*e)->StartTurn(0, ts).has_value());
+      for (;;) {
+        ChunkKnobs k;
+        k.precision = p;
+        k.max_isa = kernels::BestIsaTier();
+        k.prefill_tokens = 32;  // a 32- and an 8-token chunk
+        k.decode_tokens = 4;
+        auto r = (*e)->RunChunk(0, k);
+        ASSERT_TRUE(r.has_value());
+        EXPECT_EQ(r->isa, kernels::BestIsaTier());
+        if (r->finished) break;
+      }
+    }
+  };
+  run();  // warm-up
+  testing::CountAllocations allocations;
+  run();
+  run();
+  EXPECT_EQ(allocations.count(), 0) << "best tier " << kernels::IsaTierName(kernels::BestIsaTier());
+}
+
 // Constrained decoding on the token loop: the mask (trie walk, fast path, cache), the
 // constraint's advance and Reset at StartTurn allocate nothing either.
 TEST(EngineAlloc, NoHeapAllocationWithResponseFormat) {

@@ -27,6 +27,8 @@ TEST_F(DispatchTest, DetectsConsistentFeatures) {
   EXPECT_TRUE(!f.avx2 || f.avx);
   EXPECT_TRUE(!f.avx512vnni || f.avx512f);
   EXPECT_TRUE(!(f.avx512bw || f.avx512vl || f.avx512dq) || f.avx512f);
+  EXPECT_TRUE(!f.amx_int8 || f.amx_tile);
+  EXPECT_TRUE(!f.amx_permitted || f.amx_int8);
   const auto tiers = SupportedIsaTiers();
   ASSERT_FALSE(tiers.empty());
   EXPECT_EQ(tiers.front(), IsaTier::kScalar);
@@ -37,9 +39,16 @@ TEST_F(DispatchTest, DetectsConsistentFeatures) {
 #if defined(__x86_64__)
   EXPECT_EQ(IsaTierSupported(IsaTier::kAvx2), f.avx2 && f.fma && f.f16c);
   EXPECT_FALSE(IsaTierSupported(IsaTier::kNeon));
-  std::printf("CPU: best tier %s; avx2=%d fma=%d f16c=%d avx512f=%d bw=%d vl=%d dq=%d vnni=%d\n",
-              std::string(IsaTierName(BestIsaTier())).c_str(), f.avx2, f.fma, f.f16c, f.avx512f,
-              f.avx512bw, f.avx512vl, f.avx512dq, f.avx512vnni);
+  // AMX needs the AVX-512 tier, the CPU's tiles and INT8 dot products, and the kernel's
+  // grant of the tile data (arch_prctl, asked once at detection).
+  EXPECT_EQ(IsaTierSupported(IsaTier::kAmx),
+            IsaTierSupported(IsaTier::kAvx512Vnni) && f.amx_int8 && f.amx_permitted);
+  EXPECT_TRUE(!f.amx_int8 || f.amx_permitted || f.amx_errno != 0);  // a refusal says why
+  std::printf(
+      "CPU: best tier %s; avx2=%d fma=%d f16c=%d avx512f=%d bw=%d vl=%d dq=%d vnni=%d amx-tile=%d "
+      "amx-int8=%d amx granted=%d (errno %d)\n",
+      std::string(IsaTierName(BestIsaTier())).c_str(), f.avx2, f.fma, f.f16c, f.avx512f, f.avx512bw,
+      f.avx512vl, f.avx512dq, f.avx512vnni, f.amx_tile, f.amx_int8, f.amx_permitted, f.amx_errno);
 #elif defined(__aarch64__)
   // ASIMD is architectural on AArch64; dotprod / i8mm come from HWCAP / HWCAP2.
   EXPECT_TRUE(f.neon);
@@ -74,11 +83,18 @@ TEST_F(DispatchTest, DefaultIsBestAndLoweringClamps) {
   // Asking for more than the CPU has clamps to the best supported tier below it.
   ASSERT_TRUE(SetMaxIsaTier(IsaTier::kAvx512Vnni));
   EXPECT_EQ(MaxIsaTier(), IsaTier::kAvx512Vnni);
-  EXPECT_EQ(ActiveIsaTier(), BestIsaTier());
+  EXPECT_EQ(ActiveIsaTier(), BestIsaTier() == IsaTier::kAmx ? IsaTier::kAvx512Vnni : BestIsaTier());
   EXPECT_TRUE(IsaTierInFamily(IsaTier::kAvx2));
   EXPECT_FALSE(IsaTierInFamily(IsaTier::kNeon));
   EXPECT_FALSE(SetMaxIsaTier(IsaTier::kNeonDotprod));  // other architecture
   EXPECT_EQ(MaxIsaTier(), IsaTier::kAvx512Vnni);       // unchanged on error
+  // AMX sits above AVX-512 VNNI: a ceiling of kAvx512Vnni turns the tiles off.
+  ASSERT_TRUE(SetMaxIsaTier(IsaTier::kAmx));
+  EXPECT_EQ(ActiveIsaTier(), BestIsaTier());
+  EXPECT_TRUE(IsaTierInFamily(IsaTier::kAmx));
+  EXPECT_GT(IsaTierRank(IsaTier::kAmx), IsaTierRank(IsaTier::kAvx512Vnni));
+  ASSERT_TRUE(SetMaxIsaTier(IsaTier::kAvx512Vnni));
+  EXPECT_NE(ActiveIsaTier(), IsaTier::kAmx);
 #elif defined(__aarch64__)
   ASSERT_TRUE(SetMaxIsaTier(IsaTier::kNeonI8mm));
   EXPECT_EQ(MaxIsaTier(), IsaTier::kNeonI8mm);
@@ -88,6 +104,7 @@ TEST_F(DispatchTest, DefaultIsBestAndLoweringClamps) {
   EXPECT_TRUE(IsaTierInFamily(IsaTier::kNeonI8mm));
   EXPECT_TRUE(IsaTierInFamily(IsaTier::kScalar));
   EXPECT_FALSE(IsaTierInFamily(IsaTier::kAvx512Vnni));
+  EXPECT_FALSE(IsaTierInFamily(IsaTier::kAmx));
   EXPECT_FALSE(SetMaxIsaTier(IsaTier::kAvx2));  // other architecture
   EXPECT_EQ(MaxIsaTier(), IsaTier::kNeon);      // unchanged on error
 #endif
@@ -101,6 +118,15 @@ TEST_F(DispatchTest, UncompiledTiersFallBack) {
   EXPECT_FALSE(IsaTierCompiled(IsaTier::kAvx2));
 #elif defined(__x86_64__)
   EXPECT_FALSE(IsaTierCompiled(IsaTier::kNeon));
+  EXPECT_TRUE(IsaTierCompiled(IsaTier::kAmx));
+  // The AMX tier is the AVX-512 table with the prefill GEMMs on tiles.
+  const KernelTable& amx = KernelsFor(IsaTier::kAmx);
+  const KernelTable& avx512 = KernelsFor(IsaTier::kAvx512Vnni);
+  EXPECT_NE(amx.gemm_w8a16, avx512.gemm_w8a16);
+  EXPECT_NE(amx.gemm_w4a8, avx512.gemm_w4a8);
+  EXPECT_EQ(amx.gemv_w8a16, avx512.gemv_w8a16);
+  EXPECT_EQ(amx.gemv_w4a8, avx512.gemv_w4a8);
+  EXPECT_EQ(amx.quantize_q16a, avx512.quantize_q16a);
 #endif
   for (int i = 0; i < kNumIsaTiers; ++i) {
     const auto t = static_cast<IsaTier>(i);

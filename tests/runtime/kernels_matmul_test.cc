@@ -138,12 +138,14 @@ TEST_P(MatmulPathTest, GemmMatchesScalarReference) {
   const KernelTable& ref = KernelsFor(IsaTier::kScalar);
   const KernelTable& simd = KernelsFor(GetParam());
   std::mt19937 rng(2);
-  // 1100 columns: 35 groups, a W8A16 GEMM K slice (32 groups) and a 3-group tail.
-  for (int64_t cols : {32L, 172L, 1100L, 2048L}) {
+  // 1100 columns: 35 groups, a W8A16 GEMM K slice (32 groups; AMX: 16) and a 3-group tail;
+  // 2080: 65 groups, the AMX W4A8 K slice (64 groups) and a one-group tail.
+  for (int64_t cols : {32L, 172L, 1100L, 2080L}) {
     for (int64_t rows : {3L, 16L, 67L}) {
       // W4A8: 6/4/1-3 token tiles (AVX2), 8/4/1-3 on pairs of row blocks (AVX-512); W8A16: 6 (AVX2)
-      // / 12 (VNNI) token tiles, 48 tokens per weight repack (50, 61: a second one).
-      for (int64_t n : {1L, 4L, 7L, 10L, 13L, 50L, 61L}) {
+      // / 12 (VNNI) token tiles, 48 tokens per weight repack (50, 61: a second one). AMX: 16-token
+      // tiles, fewer than 16 tokens on AVX-512, 19 / 50 / 61 end on an overlapping tile.
+      for (int64_t n : {1L, 4L, 7L, 10L, 13L, 16L, 19L, 50L, 61L}) {
         SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " n " +
                      std::to_string(n));
         const Matrix m(rng, rows, cols, 3);
@@ -160,6 +162,21 @@ TEST_P(MatmulPathTest, GemmMatchesScalarReference) {
 INSTANTIATE_TEST_SUITE_P(Tiers, MatmulPathTest, ::testing::ValuesIn(testing::SimdTiers()),
                          testing::TierParamName);
 
+// Long prefill chunks: the AMX GEMM keeps at most 256 tokens' accumulators per row-block
+// pair, so 300 tokens run as two blocks of 150 (each ending on an overlapping tile).
+TEST_P(MatmulPathTest, LongGemmMatchesScalarReference) {
+  ARI_REQUIRE_TIER(GetParam());
+  const KernelTable& ref = KernelsFor(IsaTier::kScalar);
+  const KernelTable& simd = KernelsFor(GetParam());
+  std::mt19937 rng(7);
+  const Matrix m(rng, 40, 256, 1);
+  const Acts a(rng, 300, 256);
+  EXPECT_LE(Nmse(Gemm(simd, m, a, false, 0, 40), Gemm(ref, m, a, false, 0, 40)), kW8A16PathNmse);
+  EXPECT_LE(Nmse(Gemm(simd, m, a, true, 0, 40), Gemm(ref, m, a, true, 0, 40)), kW4A8PathNmse);
+  EXPECT_LE(Nmse(Gemm(simd, m, a, false, 9, 31), Gemm(ref, m, a, false, 9, 31)), kW8A16PathNmse);
+  EXPECT_LE(Nmse(Gemm(simd, m, a, true, 9, 31), Gemm(ref, m, a, true, 9, 31)), kW4A8PathNmse);
+}
+
 // Properties every tier (scalar included) must have.
 class MatmulTierTest : public ::testing::TestWithParam<IsaTier> {};
 
@@ -168,12 +185,12 @@ TEST_P(MatmulTierTest, GemmEqualsNGemvsBitwise) {
   ARI_REQUIRE_TIER(GetParam());
   const KernelTable& k = KernelsFor(GetParam());
   std::mt19937 rng(3);
-  // 8224: 257 groups, a one-group K slice at the end of the W8A16 GEMM; 53 tokens: more
-  // than one weight repack (48 tokens).
+  // 8224: 257 groups, a one-group K slice at the end of the W8A16 GEMM (and of AMX W4A8's
+  // 64-group slices); 53 tokens: more than one weight repack (48 tokens); 21: AMX tiles.
   for (int64_t cols : {64L, 172L, 5632L, 8224L}) {
     for (int64_t rows : {9L, 67L}) {
       const Matrix m(rng, rows, cols, 1);
-      const Acts a(rng, cols == 172 ? 53 : 11, cols);
+      const Acts a(rng, cols == 172 ? 53 : (cols == 5632 ? 21 : 11), cols);
       for (bool w4 : {false, true}) {
         SCOPED_TRACE(std::string(w4 ? "W4A8" : "W8A16") + " rows " + std::to_string(rows) +
                      " cols " + std::to_string(cols));
@@ -201,7 +218,8 @@ TEST_P(MatmulTierTest, RowRangesWriteOnlyTheirRows) {
   std::mt19937 rng(4);
   const int64_t rows = 67, cols = 96;
   const Matrix m(rng, rows, cols, 2);
-  const Acts a(rng, 11, cols);  // AVX2 W4A8 GEMM: one 6-, one 4- and one 1-token tile
+  // AVX2 W4A8 GEMM: one 6-, one 4- and one 1-token tile; AMX: one and an overlapping one.
+  const Acts a(rng, 17, cols);
   const int64_t cuts[] = {0, 3, 16, 29, 30, 64, 67};
   for (bool w4 : {false, true}) {
     SCOPED_TRACE(w4 ? "W4A8" : "W8A16");
@@ -233,7 +251,7 @@ TEST_P(MatmulTierTest, RowRangesWriteOnlyTheirRows) {
 
 INSTANTIATE_TEST_SUITE_P(Tiers, MatmulTierTest,
                          ::testing::Values(IsaTier::kScalar, IsaTier::kAvx2, IsaTier::kAvx512Vnni,
-                                           IsaTier::kNeon, IsaTier::kNeonDotprod,
+                                           IsaTier::kAmx, IsaTier::kNeon, IsaTier::kNeonDotprod,
                                            IsaTier::kNeonI8mm),
                          testing::TierParamName);
 

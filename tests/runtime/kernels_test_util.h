@@ -57,8 +57,8 @@ class TestBuffer {
 // SIMD tiers to test against the scalar reference: every non-scalar tier; the test skips
 // (with a message) when this CPU cannot run it.
 inline std::vector<IsaTier> SimdTiers() {
-  return {IsaTier::kAvx2, IsaTier::kAvx512Vnni, IsaTier::kNeon, IsaTier::kNeonDotprod,
-          IsaTier::kNeonI8mm};
+  return {IsaTier::kAvx2, IsaTier::kAvx512Vnni,  IsaTier::kAmx,
+          IsaTier::kNeon, IsaTier::kNeonDotprod, IsaTier::kNeonI8mm};
 }
 
 inline std::string TierParamName(const ::testing::TestParamInfo<IsaTier>& info) {

@@ -88,7 +88,7 @@ TEST(TierChoice, MeasurementTimesEveryCandidateAndTheFastestIsChosen) {
   MeasureOptions o;
   o.rows = 256;
   o.cols = 512;
-  o.gemm_n = 8;
+  o.gemm_n = 16;  // one AMX token tile
   o.reps = 3;
   o.include_scalar = true;
   const TierTimings t = MeasureTierTimings(o);

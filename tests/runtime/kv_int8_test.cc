@@ -113,7 +113,8 @@ void CheckKernels(int64_t hd, int64_t n_kv_heads, int64_t nt) {
   }
   EXPECT_LT(worst, kDequantRelTol);
   // Every compiled tier vs the scalar reference.
-  for (auto tier : {kernels::IsaTier::kAvx2, kernels::IsaTier::kAvx512Vnni}) {
+  for (auto tier :
+       {kernels::IsaTier::kAvx2, kernels::IsaTier::kAvx512Vnni, kernels::IsaTier::kAmx}) {
     if (!kernels::IsaTierSupported(tier)) continue;
     const auto& kk = kernels::KvInt8KernelsFor(tier);
     std::vector<float> s(static_cast<size_t>(nt)), o(static_cast<size_t>(hd));
