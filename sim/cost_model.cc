@@ -169,8 +169,10 @@ std::string DropCostJson(const CostModel& m) {
 
 std::map<std::string, double> DefaultIsaSpeed() {
   // Relative kernel speed; avx2 = 1. avx512vnni/neon figures are estimates (this
-  // machine has AVX2 only); scalar from the kernels' own scalar reference paths.
-  return {{"scalar", 0.15}, {"avx2", 1.0},         {"avx512vnni", 1.4},
+  // machine has AVX2 only); scalar from the kernels' own scalar reference paths. amx: the
+  // prefill GEMMs on tiles ran pp128 1.2-1.5x the avx512vnni tier on the Intel Xeon host
+  // (docs/benchmarks.md "AMX"), decode is the avx512vnni tier's; one factor for both.
+  return {{"scalar", 0.15}, {"avx2", 1.0},         {"avx512vnni", 1.4}, {"amx", 1.6},
           {"neon", 0.6},    {"neon_dotprod", 0.9}, {"neon_i8mm", 1.1}};
 }
 

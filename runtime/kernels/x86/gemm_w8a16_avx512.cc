@@ -40,13 +40,16 @@ inline __m256i SumRows8x16(const __m512i p[8]) {
                           _mm512_castsi512_si256(_mm512_permutexvar_epi32(odd, s)));
 }
 
-// Two weight streams per thread, each software-prefetched 12 tiles ahead. Interleaved
+// Three weight streams per thread, each software-prefetched 12 tiles ahead. Interleaved
 // ari-perf decode on the AMD EPYC (Zen 5) host, TinyLlama W8A16, 2 threads: prefetch
 // (1 stream) 4 -> 42.9, 12 -> 49.0, 16 -> 47.8, 32 -> 45.3 t/s; streams (prefetch 12)
 // 1 / 2 / 3 / 4 -> 30.6 / 37.6 / 38.8 / 36.1 t/s (medians of 3 rounds, a slower hour);
-// prefetch with 2 streams 6 / 12 / 20 -> 29.2 / 33.5 / 29.8 t/s (docs/benchmarks.md).
+// prefetch with 2 streams 6 / 12 / 20 -> 29.2 / 33.5 / 29.8 t/s. On the Intel Xeon (AMX)
+// host, 3 rounds, streams 2 / 3 / 4: 22.05 / 22.94 / 23.04, 22.28 / 22.86 / 22.80,
+// 21.42 / 21.79 / 21.35 t/s (docs/benchmarks.md). Three is the best or within noise of it
+// on both.
 constexpr int64_t kGemvPrefetchTiles = 12;
-constexpr int kGemvStreams = 2;
+constexpr int kGemvStreams = 3;
 
 void GemvQ16x512(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
   GemvRowBlocks<kW8TileBytes, kGemvPrefetchTiles, kGemvStreams>(
