@@ -118,12 +118,13 @@ Result<void> StartFreshTurn(Engine& e, const std::vector<TokenId>& prompt, int n
   return e.StartTurn(0, t);
 }
 
-// Runs chunks until the turn's prompt is prefilled.
-Result<void> Prefill(Engine& e, const ChunkKnobs& k) {
+// Runs chunks until the turn's prompt is prefilled; `isa` = the tier they ran on.
+Result<void> Prefill(Engine& e, const ChunkKnobs& k, kernels::IsaTier& isa) {
   for (bool done = false; !done;) {
     auto c = e.RunChunk(0, k);
     if (!c) return std::unexpected(c.error());
     done = c->prompt_remaining == 0;
+    isa = c->isa;
   }
   return {};
 }
@@ -152,6 +153,7 @@ Result<void> MeasurePrompts(const BenchOptions& o, Engine& e, const ChunkKnobs& 
   const int max_p = static_cast<int>(prompt.size());
   std::vector<double> dec, share;
   DispatchCounts n;
+  kernels::IsaTier isa = kernels::IsaTier::kScalar;
   for (size_t pi = 0; pi < o.prompt_sizes.size(); ++pi) {
     std::vector<double> pt, tt;
     for (int r = 0; r < o.reps; ++r) {
@@ -160,7 +162,7 @@ Result<void> MeasurePrompts(const BenchOptions& o, Engine& e, const ChunkKnobs& 
       if (auto s = StartFreshTurn(e, prompt, o.prompt_sizes[pi], o.n_gen); !s) return s;
       const uint64_t d0 = e.PoolDispatches();
       const auto a = Clock::now();
-      if (auto f = Prefill(e, k); !f) return f;
+      if (auto f = Prefill(e, k, isa); !f) return f;
       const double ms = Ms(Clock::now() - a);
       n.prefill_dispatches += static_cast<double>(e.PoolDispatches() - d0);
       n.prefill_tokens += o.prompt_sizes[pi];
@@ -173,6 +175,7 @@ Result<void> MeasurePrompts(const BenchOptions& o, Engine& e, const ChunkKnobs& 
     res.prompt_tps.push_back(MakeStat(pt));
     res.ttft_ms.push_back(MakeStat(tt));
   }
+  res.isa = std::string(kernels::IsaTierName(isa));
   res.decode_tps = MakeStat(dec);
   res.decode_cpu_share = MakeStat(share);
   if (n.prefill_tokens > 0)
@@ -202,7 +205,8 @@ Result<void> MeasureRoofline(const BenchOptions& o, Engine& e, const ChunkKnobs&
   for (int r = 0; o.n_gen > 0 && r < o.paired_reps; ++r) {
     for (int i = 0; i < p0; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 11 + 3) % vocab;
     if (auto s = StartFreshTurn(e, prompt, p0, o.n_gen); !s) return s;
-    if (auto f = Prefill(e, k); !f) return f;
+    kernels::IsaTier isa = kernels::IsaTier::kScalar;
+    if (auto f = Prefill(e, k, isa); !f) return f;
     const auto d = Clock::now();
     auto c = e.RunChunk(0, k);
     if (!c) return std::unexpected(c.error());
@@ -258,6 +262,7 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   res.embd_resident_before_bytes = Resident(em.data, res.embd_table_bytes);
   ChunkKnobs k;
   k.precision = o.precision;
+  k.max_isa = o.max_isa;
   k.threads = o.threads;
   k.prefill_tokens = max_p;
   k.decode_tokens = o.n_gen;
@@ -276,8 +281,8 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
 std::string BenchResult::ToTable() const {
   char b[1024];
   std::string s;
-  std::snprintf(b, sizeof(b), "model %s  precision %s  threads %d\n", model.c_str(),
-                precision.c_str(), threads);
+  std::snprintf(b, sizeof(b), "model %s  precision %s  isa %s  threads %d\n", model.c_str(),
+                precision.c_str(), isa.c_str(), threads);
   s += b;
   std::snprintf(b, sizeof(b), "%-22s %10s %10s %10s\n", "metric", "median", "min", "max");
   s += b;
@@ -335,8 +340,8 @@ std::string BenchResult::ToTable() const {
 }
 
 std::string BenchResult::ToJson() const {
-  std::string s = "{\"model\":\"" + model + "\",\"precision\":\"" + precision +
-                  "\",\"threads\":" + std::to_string(threads) +
+  std::string s = "{\"model\":\"" + model + "\",\"precision\":\"" + precision + "\",\"isa\":\"" +
+                  isa + "\",\"threads\":" + std::to_string(threads) +
                   ",\"time_to_ready_ms\":" + std::to_string(time_to_ready_ms) + ",\"prompt\":[";
   for (size_t i = 0; i < prompt_sizes.size(); ++i) {
     if (i) s += ',';

@@ -16,6 +16,10 @@ namespace ari::runtime {
 struct BenchOptions {
   std::filesystem::path model;
   Precision precision = Precision::kW8A16;
+  // Ceiling of the kernels' ISA tier (ChunkKnobs::max_isa; default: the best of this build's
+  // family), e.g. kAvx2 to run an AVX2-only host's kernels, kAvx512Vnni for AVX-512
+  // without the AMX tiles.
+  kernels::IsaTier max_isa = ChunkKnobs{}.max_isa;
   int threads = 2;
   std::vector<int> prompt_sizes = {64, 128};
   int n_gen = 64;
@@ -35,6 +39,7 @@ struct Stat {
 
 struct BenchResult {
   std::string model, precision;
+  std::string isa;  // the tier the kernels dispatched to (ChunkResult::isa of the chunks)
   int threads = 0;
   double time_to_ready_ms = 0;
   std::vector<int> prompt_sizes;

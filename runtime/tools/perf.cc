@@ -1,7 +1,7 @@
 // ari-perf: runtime-only benchmark driver over RunModelBench.
 //   ari-perf -m model.gguf [--precision w8a16|w4a8|reference] [-t 2] [-p 64,128] [-n 64]
-//            [-r 5] [--json] [--bw-mib 512]   (--bw-mib 0: skip the bandwidth probe, e.g.
-//            under valgrind)
+//            [-r 5] [--json] [--bw-mib 512] [--isa TIER]   (--bw-mib 0: skip the bandwidth
+//            probe, e.g. under valgrind; --isa: the kernels' tier ceiling, e.g. avx2)
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -14,8 +14,9 @@ namespace {
 void Usage(FILE* f) {
   std::fprintf(f,
                "usage: ari-perf -m MODEL.gguf [--precision w8a16|w4a8|reference] [-t 2]\n"
-               "                [-p 64,128] [-n 64] [-r 5] [--json] [--bw-mib 512]\n"
-               "  --bw-mib 0 skips the bandwidth probe\n");
+               "                [-p 64,128] [-n 64] [-r 5] [--json] [--bw-mib 512] [--isa TIER]\n"
+               "  --bw-mib 0 skips the bandwidth probe\n"
+               "  --isa caps the kernels' ISA tier (scalar, avx2, avx512vnni, amx, neon, ...)\n");
 }
 }  // namespace
 
@@ -52,7 +53,14 @@ int main(int argc, char** argv) {
       o.n_gen = std::atoi(v);
     else if (a == "-r")
       o.reps = std::atoi(v);
-    else if (a == "--bw-mib") {
+    else if (a == "--isa") {
+      auto t = kernels::ParseIsaTier(v);
+      if (!t || !kernels::IsaTierInFamily(*t)) {
+        std::fprintf(stderr, "ari-perf: --isa %s: not a tier of this CPU's family\n", v);
+        return 2;
+      }
+      o.max_isa = *t;
+    } else if (a == "--bw-mib") {
       o.bandwidth_bytes = static_cast<uint64_t>(std::atoll(v)) << 20;
       o.measure_bandwidth = o.bandwidth_bytes > 0;
     } else if (a == "-p") {

@@ -1,7 +1,7 @@
 // ari-bench: model benchmark and the scheduler scenarios.
 //   (default)           -m MODEL [--precision w8a16|w4a8] [-t THREADS] [-p 64,128] [-n 64]
-//                       [-r 5] [--json]: runtime/eval/perf_bench.h RunModelBench (prompt and
-//                       decode t/s, TTFT, time to ready, peak RSS, medians + spread,
+//                       [-r 5] [--isa TIER] [--json]: runtime/eval/perf_bench.h RunModelBench
+//                       (prompt and decode t/s, TTFT, time to ready, peak RSS, medians + spread,
 //                       bandwidth roofline fraction, resident embedding bytes), as a table
 //                       or JSON;
 //   --scenario preempt  CRITICAL time-to-first-token while a long NORMAL prefill runs,
@@ -35,6 +35,7 @@ using namespace ari;
 struct Args {
   std::string model, scenario, policy;  // policy empty: the shipped default
   std::string precision = "w8a16";
+  std::string isa;  // empty: the best tier
   int threads = 0, n = 64, reps = 5, prompt = 1024;
   std::vector<int> prompts{64, 128};
   bool json = false;
@@ -44,18 +45,19 @@ struct Args {
 };
 
 void Usage(FILE* out = stderr) {
-  std::fprintf(out,
-               "usage: ari-bench -m MODEL [--precision w8a16|w4a8] [-t THREADS] [-p 64,128]\n"
-               "                 [-n TOKENS] [-r REPS] [--json]\n"
-               "       ari-bench -m MODEL --scenario preempt [--prompt 1024] [-r REPS]\n"
-               "                 [--policy FILE] [--celsius C (default: no sensor, conservative)]\n"
-               "                 [--busy-slots N (N slots, all busy: CRITICAL parks a turn)]\n"
-               "       ari-bench -m MODEL --scenario thermal [--duration 60] [--speedup 40]\n"
-               "                 [--ambient 45] [--ambient-peak 65] [--json]\n"
-               "  thermal: RC model (thermal/rc_model.h) heated by the chunks the engine runs,\n"
-               "  virtual time (chunk = its measured compute time, pauses free), heat\n"
-               "  capacities / SPEEDUP (time constants that much shorter, same steady state),\n"
-               "  ambient ramps to PEAK at mid-run and back; prints every decision.\n");
+  std::fprintf(
+      out,
+      "usage: ari-bench -m MODEL [--precision w8a16|w4a8] [-t THREADS] [-p 64,128]\n"
+      "                 [-n TOKENS] [-r REPS] [--isa TIER (ceiling: avx2, amx, ...)] [--json]\n"
+      "       ari-bench -m MODEL --scenario preempt [--prompt 1024] [-r REPS]\n"
+      "                 [--policy FILE] [--celsius C (default: no sensor, conservative)]\n"
+      "                 [--busy-slots N (N slots, all busy: CRITICAL parks a turn)]\n"
+      "       ari-bench -m MODEL --scenario thermal [--duration 60] [--speedup 40]\n"
+      "                 [--ambient 45] [--ambient-peak 65] [--json]\n"
+      "  thermal: RC model (thermal/rc_model.h) heated by the chunks the engine runs,\n"
+      "  virtual time (chunk = its measured compute time, pauses free), heat\n"
+      "  capacities / SPEEDUP (time constants that much shorter, same steady state),\n"
+      "  ambient ramps to PEAK at mid-run and back; prints every decision.\n");
 }
 
 bool ParseArgs(int argc, char** argv, Args& a) {
@@ -75,6 +77,8 @@ bool ParseArgs(int argc, char** argv, Args& a) {
       a.model = v;
     else if (f == "--precision")
       a.precision = v;
+    else if (f == "--isa")
+      a.isa = v;
     else if (f == "-t" || f == "--threads")
       a.threads = std::atoi(v);
     else if (f == "-n")
@@ -497,6 +501,14 @@ int ModelBench(const Args& a) {
   runtime::BenchOptions o;
   o.model = a.model;
   o.precision = a.precision == "w4a8" ? runtime::Precision::kW4A8 : runtime::Precision::kW8A16;
+  if (!a.isa.empty()) {
+    auto t = runtime::kernels::ParseIsaTier(a.isa);
+    if (!t || !runtime::kernels::IsaTierInFamily(*t)) {
+      std::fprintf(stderr, "ari-bench: --isa %s: not a tier of this CPU's family\n", a.isa.c_str());
+      return 2;
+    }
+    o.max_isa = *t;
+  }
   o.threads = a.threads > 0 ? a.threads : 2;
   o.prompt_sizes = a.prompts;
   o.n_gen = a.n;

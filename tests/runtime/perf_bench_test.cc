@@ -27,6 +27,7 @@ TEST(PerfBench, ReportsEveryFigureOnStories260KPack) {
     auto r = RunModelBench(o);
     ASSERT_TRUE(r.has_value()) << r.error().ToString();
     EXPECT_EQ(r->precision, std::string(PrecisionName(p)));
+    EXPECT_EQ(r->isa, std::string(kernels::IsaTierName(kernels::BestIsaTier())));
     ASSERT_EQ(r->prompt_tps.size(), 2u);
     ASSERT_EQ(r->ttft_ms.size(), 2u);
     for (const Stat& s : r->prompt_tps) {
@@ -60,6 +61,29 @@ TEST(PerfBench, ReportsEveryFigureOnStories260KPack) {
     }
     EXPECT_NE(r->ToTable().find("decode t/s"), std::string::npos);
   }
+}
+
+// --isa: the chunks run on the ceiling's tier (the best supported at or below it), and the
+// result says which one ran.
+TEST(PerfBench, RunsAndReportsTheIsaCeiling) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  for (kernels::IsaTier ceiling : kernels::SupportedIsaTiers()) {
+    BenchOptions o;
+    o.model = mp.pack;
+    o.precision = Precision::kW4A8;
+    o.max_isa = ceiling;
+    o.prompt_sizes = {20};
+    o.n_gen = 2;
+    o.reps = 1;
+    o.measure_bandwidth = false;
+    auto r = RunModelBench(o);
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    EXPECT_EQ(r->isa, std::string(kernels::IsaTierName(ceiling)));
+    EXPECT_NE(r->ToJson().find("\"isa\":\"" + r->isa + "\""), std::string::npos);
+  }
+  ASSERT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
 }
 
 // With the probe on: a bandwidth figure and one paired (probe, decode, probe) fraction per
