@@ -34,6 +34,16 @@ uint64_t AllowedMask() {
   return m;
 }
 
+// stories260K with its tokenizer, 2 threads, 256 positions.
+EngineOptions TokenizedOptions(const std::filesystem::path& path) {
+  EngineOptions o;
+  o.model_path = path;
+  o.context_length = 256;
+  o.threads = 2;
+  o.require_tokenizer = true;
+  return o;
+}
+
 void Drive(Engine& e, std::span<const TokenId> prompt, bool sampled, int turns,
            TokenConstraint* constraint = nullptr) {
   const kernels::IsaTier tiers[] = {kernels::IsaTier::kScalar, kernels::IsaTier::kAvx512Vnni};
@@ -136,12 +146,7 @@ TEST(EngineAlloc, NoHeapAllocationAfterWarmUp) {
   const auto& mp = testing::Stories260K();
   ASSERT_TRUE(mp.ok);
   for (const auto& path : {mp.pack, mp.plain}) {
-    EngineOptions o;
-    o.model_path = path;
-    o.context_length = 256;
-    o.threads = 2;
-    o.require_tokenizer = true;
-    auto e = Engine::Create(o);
+    auto e = Engine::Create(TokenizedOptions(path));
     ASSERT_TRUE(e.has_value());
     const std::vector<TokenId> prompt = {1, 403, 407, 261, 378, 432, 383, 286};
     Drive(**e, prompt, true, 1);  // warm-up
@@ -159,12 +164,7 @@ TEST(EngineAlloc, NoHeapAllocationWithLongPrefillChunks) {
   ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
   const auto& mp = testing::Stories260K();
   ASSERT_TRUE(mp.ok);
-  EngineOptions o;
-  o.model_path = mp.pack;
-  o.context_length = 256;
-  o.threads = 2;
-  o.require_tokenizer = true;
-  auto e = Engine::Create(o);
+  auto e = Engine::Create(TokenizedOptions(mp.pack));
   ASSERT_TRUE(e.has_value());
   std::vector<TokenId> prompt(40);
   prompt[0] = 1;
@@ -202,12 +202,7 @@ TEST(EngineAlloc, NoHeapAllocationWithResponseFormat) {
   ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
   const auto& mp = testing::Stories260K();
   ASSERT_TRUE(mp.ok);
-  EngineOptions o;
-  o.model_path = mp.pack;
-  o.context_length = 256;
-  o.threads = 2;
-  o.require_tokenizer = true;
-  auto e = Engine::Create(o);
+  auto e = Engine::Create(TokenizedOptions(mp.pack));
   ASSERT_TRUE(e.has_value());
   auto trie = TokenTrie::Build(*(*e)->model().tokenizer());
   ASSERT_TRUE(trie.has_value());

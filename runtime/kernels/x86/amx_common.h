@@ -82,10 +82,40 @@ inline void SaveAcc(const __m512 acc[kAmxTokens], int skip, float* buf) {
   }
 }
 
+// Kernel::Batch<N> for the last, shorter batch of a slice (n = 1 .. kBatch - 1 groups).
+template <class Kernel, int N>
+inline void TailBatch(int64_t n, const typename Kernel::Act* x, int64_t ldx, const int8_t* bq,
+                      const __m512* wd, int64_t g, __m512 acc[kAmxTokens]) {
+  if constexpr (N > 0) {
+    if (n == N) {
+      Kernel::template Batch<N>(x, ldx, bq, wd, g, acc);
+      return;
+    }
+    TailBatch<Kernel, N - 1>(n, x, ldx, bq, wd, g, acc);
+  }
+}
+
+// One token tile (16 tokens; x: token 0 at the slice's first group) x 16 rows over the
+// slice's ng groups: the accumulators from the buffer (or zero), Kernel::Batch<N> over
+// batches of Kernel::kBatch groups, then tokens [skip, 16) back to the buffer.
+template <class Kernel>
+inline void AmxTile(const typename Kernel::Act* x, int64_t ldx, const int8_t* bq, const __m512* wd,
+                    int64_t ng, bool first, float* accbuf, int skip) {
+  __m512 acc[kAmxTokens];
+  LoadAcc(accbuf, first, acc);
+  int64_t g = 0;
+  for (; g + Kernel::kBatch <= ng; g += Kernel::kBatch) {
+    Kernel::template Batch<Kernel::kBatch>(x, ldx, bq, wd, g, acc);
+  }
+  TailBatch<Kernel, Kernel::kBatch - 1>(ng - g, x, ldx, bq, wd, g, acc);
+  SaveAcc(acc, skip, accbuf);
+}
+
 // The driver (header comment). Kernel names Act, kTileBytes (packed bytes per tile of 8 rows
 // x 32 columns), kSliceGroups, kRepackBytes (repacked bytes per group of a row-block pair),
-// Config(), Repack(block_a, block_b, ng, bq, wd), Tile(x, ldx, bq, wd, ng, first, acc, skip)
-// and Narrow (the AVX-512 GEMM).
+// kBatch (groups per batch of tile products), Config(), Repack(block_a, block_b, ng, bq, wd),
+// Batch<N>(x, ldx, bq, wd, g, acc) (groups [g, g + N) of a token tile into acc) and Narrow
+// (the AVX-512 GEMM).
 template <class Kernel>
 void GemmAmx(const PackedMatrix& w, const typename Kernel::Act* x, int64_t ldx, int64_t n, float* y,
              int64_t ldy, int64_t r0, int64_t r1) {
@@ -113,8 +143,8 @@ void GemmAmx(const PackedMatrix& w, const typename Kernel::Act* x, int64_t ldx, 
         Kernel::Repack(block + gs * Kernel::kTileBytes, next + gs * Kernel::kTileBytes, ng, bq, wd);
         for (int64_t t0 = s0; t0 < s1; t0 += kAmxTokens) {
           const int64_t tt = Min64(t0, s1 - kAmxTokens);  // the last tile may overlap
-          Kernel::Tile(x + tt * ldx + gs, ldx, bq, wd, ng, gs == 0, acc + (tt - s0) * kAmxRows,
-                       static_cast<int>(t0 - tt));
+          AmxTile<Kernel>(x + tt * ldx + gs, ldx, bq, wd, ng, gs == 0, acc + (tt - s0) * kAmxRows,
+                          static_cast<int>(t0 - tt));
         }
       }
       for (int64_t t = s0; t < s1; ++t) {

@@ -24,7 +24,7 @@ namespace {
 // 16 x 32 group against 27.4 ns with group-by-group double buffering, docs/benchmarks.md).
 // GCC's tile intrinsics take the register number as a literal.
 constexpr int64_t kBBytes = int64_t{8} * 64;
-constexpr int kBatch = 4;
+constexpr int kBatchGroups = 4;
 
 // Group i of the batch: operands into tmm4 + i % 2 / tmm6 + i % 2, dot product into tmm i.
 template <int kGroups>
@@ -69,16 +69,6 @@ inline void ScaleGroup(const int32_t* c, __m512 dw, const BlockQ8A* xg, int64_t 
   }
 }
 
-// Groups [g, g + kGroups) of the tile: dot products, then scaling in group order.
-template <int kGroups>
-inline void RunBatch(const BlockQ8A* x, int64_t ldx, int64_t ldxb, const int8_t* bq,
-                     const __m512* wd, int64_t g, __m512 acc[kAmxTokens]) {
-  alignas(64) int32_t c[kGroups][kAmxTokens * kAmxRows];
-  DotBatch<kGroups>(x + g, ldxb, bq + g * kBBytes, c);
-#pragma GCC unroll 4
-  for (int i = 0; i < kGroups; ++i) ScaleGroup(c[i], wd[g + i], x + g + i, ldx, acc);
-}
-
 struct W4Amx {
   using Act = BlockQ8A;
   static constexpr int64_t kTileBytes = kW4TileBytes;
@@ -87,7 +77,7 @@ struct W4Amx {
 
   static TileConfig Config() {
     TileConfig c;
-    for (int i = 0; i < kBatch; ++i) c.Set(i, kAmxTokens, 64);  // C
+    for (int i = 0; i < kBatchGroups; ++i) c.Set(i, kAmxTokens, 64);  // C
     for (int i = 0; i < 2; ++i) {
       c.Set(4 + i, kAmxTokens, kGroup);  // A
       c.Set(6 + i, kGroup / 4, 64);      // B
@@ -118,27 +108,20 @@ struct W4Amx {
     }
   }
 
-  // 16 tokens (x: token 0 at the slice's first group) x 16 rows over the slice's ng groups.
-  static void Tile(const BlockQ8A* x, int64_t ldx, const int8_t* bq, const __m512* wd, int64_t ng,
-                   bool first, float* accbuf, int skip) {
-    const int64_t ldxb = ldx * static_cast<int64_t>(sizeof(BlockQ8A));
-    __m512 acc[kAmxTokens];
-    LoadAcc(accbuf, first, acc);
-    int64_t g = 0;
-    for (; g + kBatch <= ng; g += kBatch) RunBatch<kBatch>(x, ldx, ldxb, bq, wd, g, acc);
-    switch (ng - g) {
-      case 3: RunBatch<3>(x, ldx, ldxb, bq, wd, g, acc); break;
-      case 2: RunBatch<2>(x, ldx, ldxb, bq, wd, g, acc); break;
-      case 1: RunBatch<1>(x, ldx, ldxb, bq, wd, g, acc); break;
-      default: break;
-    }
-    SaveAcc(acc, skip, accbuf);
+  static constexpr int kBatch = kBatchGroups;
+
+  // Groups [g, g + N) of a token tile (x: token 0 at the slice's first group): the tile
+  // products and stores, then the scaling in group order.
+  template <int N>
+  static void Batch(const BlockQ8A* x, int64_t ldx, const int8_t* bq, const __m512* wd, int64_t g,
+                    __m512 acc[kAmxTokens]) {
+    alignas(64) int32_t c[N][kAmxTokens * kAmxRows];
+    DotBatch<N>(x + g, ldx * static_cast<int64_t>(sizeof(BlockQ8A)), bq + g * kBBytes, c);
+#pragma GCC unroll 4
+    for (int i = 0; i < N; ++i) ScaleGroup(c[i], wd[g + i], x + g + i, ldx, acc);
   }
 
-  static void Narrow(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
-                     int64_t ldy, int64_t r0, int64_t r1) {
-    avx512::GemmW4A8(w, x, ldx, n, y, ldy, r0, r1);
-  }
+  static constexpr auto Narrow = avx512::GemmW4A8;  // fewer than 16 tokens
 };
 
 }  // namespace

@@ -26,7 +26,7 @@ namespace {
 // vector scaling. GCC's tile intrinsics take the register number as a literal.
 constexpr int64_t kBHalf = int64_t{16} * 64;  // one B tile
 constexpr int64_t kBBytes = 2 * kBHalf;
-constexpr int kBatch = 2;
+constexpr int kBatchGroups = 2;
 constexpr int kCInts = kAmxTokens * kAmxRows;
 
 template <int kGroups>
@@ -66,16 +66,6 @@ inline void ScaleGroup(const int32_t* lo, const int32_t* hi, __m512 dw, const Bl
     const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(xg[t * ldx].d));
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[t]);
   }
-}
-
-template <int kGroups>
-inline void RunBatch(const BlockQ16A* x, int64_t ldx, int64_t ldxb, const int8_t* bq,
-                     const __m512* wd, int64_t g, __m512 acc[kAmxTokens]) {
-  alignas(64) int32_t c[2 * kGroups][kCInts];
-  DotBatch<kGroups>(x + g, ldxb, bq + g * kBBytes, c);
-#pragma GCC unroll 2
-  for (int i = 0; i < kGroups; ++i)
-    ScaleGroup(c[2 * i], c[2 * i + 1], wd[g + i], x + g + i, ldx, acc);
 }
 
 // In: r[n] = 16 dwords of row n. Out: r[p] = dword p of every row (lane n = row n). Within
@@ -144,22 +134,20 @@ struct W8Amx {
     }
   }
 
-  // 16 tokens (x: token 0 at the slice's first group) x 16 rows over the slice's ng groups.
-  static void Tile(const BlockQ16A* x, int64_t ldx, const int8_t* bq, const __m512* wd, int64_t ng,
-                   bool first, float* accbuf, int skip) {
-    const int64_t ldxb = ldx * static_cast<int64_t>(sizeof(BlockQ16A));
-    __m512 acc[kAmxTokens];
-    LoadAcc(accbuf, first, acc);
-    int64_t g = 0;
-    for (; g + kBatch <= ng; g += kBatch) RunBatch<kBatch>(x, ldx, ldxb, bq, wd, g, acc);
-    if (g < ng) RunBatch<1>(x, ldx, ldxb, bq, wd, g, acc);
-    SaveAcc(acc, skip, accbuf);
+  static constexpr int kBatch = kBatchGroups;
+
+  // Groups [g, g + N) of a token tile (x: token 0 at the slice's first group): the tile
+  // products and stores, then the scaling in group order.
+  template <int N>
+  static void Batch(const BlockQ16A* x, int64_t ldx, const int8_t* bq, const __m512* wd, int64_t g,
+                    __m512 acc[kAmxTokens]) {
+    alignas(64) int32_t c[2 * N][kCInts];
+    DotBatch<N>(x + g, ldx * static_cast<int64_t>(sizeof(BlockQ16A)), bq + g * kBBytes, c);
+#pragma GCC unroll 2
+    for (int i = 0; i < N; ++i) ScaleGroup(c[2 * i], c[2 * i + 1], wd[g + i], x + g + i, ldx, acc);
   }
 
-  static void Narrow(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
-                     int64_t ldy, int64_t r0, int64_t r1) {
-    avx512::GemmW8A16(w, x, ldx, n, y, ldy, r0, r1);
-  }
+  static constexpr auto Narrow = avx512::GemmW8A16;  // fewer than 16 tokens
 };
 
 }  // namespace
