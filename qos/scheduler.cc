@@ -453,6 +453,7 @@ ChunkRan RanOf(const runtime::ChunkResult& r) {
   ran.threads = r.threads;
   ran.threads_observed = r.threads_ran;
   ran.cpus = r.cpus_ran;
+  ran.tile_gemms = r.tile_gemms;
   ran.layers_dropped = r.layers_dropped;
   ran.kv_type = r.kv_type;
   ran.masked_tokens = r.masked_tokens;

@@ -121,6 +121,7 @@ struct ChunkRan {
   int32_t threads = 0;           // participants the chunk was given
   int32_t threads_observed = 0;  // participants that computed (noted a CPU)
   uint64_t cpus = 0;             // bit i = CPU i, observed (ChunkResult::cpus_ran)
+  int32_t tile_gemms = 0;        // GEMM calls that ran on AMX tiles (ChunkResult::tile_gemms)
   int32_t layers_dropped = 0;
   runtime::KvType kv_type = runtime::KvType::kF32;
   int32_t pin_failures = 0;

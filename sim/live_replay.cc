@@ -31,6 +31,7 @@ void RecordTrace(const ari_TokenChunk& c, ChunkRecord& cr) {
   cr.ran_threads = static_cast<int>(c.ran.threads);
   cr.decided_threads = static_cast<int>(c.decided.threads);
   cr.ran_threads_observed = static_cast<int>(c.ran_threads_observed);
+  cr.ran_tile_gemms = static_cast<int>(c.ran_tile_gemms);
   cr.ran_cpus = c.ran.cpus;
   cr.decided_cpus = c.decided.cpus;
   cr.ran_layers_dropped = static_cast<int>(c.ran.layers_dropped);

@@ -79,6 +79,7 @@ std::string ChunkJson(const ChunkRecord& c) {
         .S("isa", c.ran_isa)
         .I("threads", c.ran_threads)
         .I("threads_observed", c.ran_threads_observed)
+        .I("tile_gemms", c.ran_tile_gemms)
         .Raw("cpus", std::to_string(c.ran_cpus))
         .I("layers_dropped", c.ran_layers_dropped)
         .S("kv", c.ran_kv)

@@ -107,6 +107,9 @@ size_t ChunkTraceTextTo(const ari_TokenChunk& c, char* out, size_t cap) {
       reference ? "n/a" : WirePrecisionName(c.decided.precision).data(),
       WireIsaName(c.decided.isa).data(), c.decided.threads, decided_cpus, c.decided.layers_dropped,
       WireKvName(c.decided.kv_type).data());
+  if (dds::RawEnum(c.ran.isa) == ari_ISA_AMX) {
+    Put(out, cap, &len, " | %u GEMMs on AMX tiles", c.ran_tile_gemms);
+  }
   if (c.pin_failures > 0) Put(out, cap, &len, " | PIN FAILURES %u", c.pin_failures);
   if (c.isa_refused) Put(out, cap, &len, " | ISA REFUSED");
   if (c.on_fallback) Put(out, cap, &len, " | fallback model");

@@ -50,6 +50,7 @@ void FillChunkTrace(const qos::ChunkEvent& ev, ari_TokenChunk& c) {
   c.ran.kv_type = static_cast<ari_KvType>(ev.ran.kv_type);
   c.ran_threads_observed = NonNegative(ev.ran.threads_observed);
   c.pin_failures = NonNegative(ev.ran.pin_failures);
+  c.ran_tile_gemms = NonNegative(ev.ran.tile_gemms);
 }
 
 std::string FormatChunkTrace(const qos::ChunkEvent& ev) {

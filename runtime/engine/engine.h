@@ -155,6 +155,9 @@ struct ChunkResult {
   // participants noted one (<= threads; a dynamic dispatch may leave a late worker out).
   uint64_t cpus_ran = 0;
   int32_t threads_ran = 0;
+  // GEMM calls of this chunk that ran on AMX tiles, counted by the kernels on the threads
+  // that ran them (isa kAmx and 16 tokens or more in a chunk; 0 otherwise).
+  int32_t tile_gemms = 0;
   // Threads whose pinning to the chunk's CPU set failed: workers whose last re-pin was
   // refused, + 1 if pinning the calling thread failed, + 1 if restoring it failed. The
   // chunk still runs (where the OS lets it); Engine::Pinning() names the errors.

@@ -42,6 +42,7 @@ struct MatJob {
   const BlockQ8A* aq = nullptr;
   bool swiglu = false;  // count == 2 (gate, up): y[0] = silu(y[0]) * y[1] on the unit's rows
   int64_t pieces = 1;   // row pieces per matrix (units = matrices x pieces)
+  FastForward::TileCount* tile_gemms = nullptr;  // [participant]: AMX tile GEMM calls
 };
 
 void MatRows(const MatJob& j, int m, int64_t r0, int64_t r1) {
@@ -64,7 +65,7 @@ void MatRows(const MatJob& j, int m, int64_t r0, int64_t r1) {
 // Unit u: piece u % pieces of matrix u / pieces (with swiglu: of gate and up together,
 // then SwiGLU on those rows in place; out[i] depends on gate[i], up[i] only). Each unit
 // writes only its own rows, so the result does not depend on which thread ran it.
-void RunMatUnit(void* ctx, int64_t u, int /*who*/) {
+void RunMatUnit(void* ctx, int64_t u, int who) {
   const MatJob& j = *static_cast<const MatJob*>(ctx);
   const int m = static_cast<int>(u / j.pieces);
   const int piece = static_cast<int>(u % j.pieces);
@@ -72,9 +73,11 @@ void RunMatUnit(void* ctx, int64_t u, int /*who*/) {
   int64_t r0 = 0, r1 = 0;
   RowRange(rows, piece, static_cast<int>(j.pieces), &r0, &r1);
   if (r0 >= r1) return;
+  const uint64_t tiles0 = kernels::TileGemmsOnThisThread();
   MatRows(j, m, r0, r1);
+  if (j.swiglu) MatRows(j, 1, r0, r1);
+  j.tile_gemms[who].n += kernels::TileGemmsOnThisThread() - tiles0;
   if (!j.swiglu) return;
-  MatRows(j, 1, r0, r1);
   for (int64_t t = 0; t < j.n; ++t) {
     float* g = j.y[0] + t * rows + r0;
     j.k->swiglu(g, j.y[1] + t * rows + r0, r1 - r0, g);
@@ -188,6 +191,15 @@ uint64_t FastForward::WorkspaceBytes(const ModelConfig& c, int32_t max_tokens, i
   return total;
 }
 
+uint64_t FastForward::TakeTileGemms() {
+  uint64_t sum = 0;
+  for (TileCount& c : tile_gemms_) {
+    sum += c.n;
+    c.n = 0;
+  }
+  return sum;
+}
+
 Result<void> FastForward::Init(const Model& model, const PackedWeights& packed,
                                std::byte* workspace, uint64_t bytes, int32_t max_tokens,
                                int32_t ctx, int participants, size_t align) {
@@ -211,6 +223,7 @@ Result<void> FastForward::Init(const Model& model, const PackedWeights& packed,
   max_tokens_ = max_tokens;
   ctx_ = ctx;
   participants_ = participants;
+  tile_gemms_.assign(static_cast<size_t>(std::max(participants, 1)), TileCount{});
   att_stride_ = static_cast<int64_t>(AlignUp(static_cast<uint64_t>(ctx) * 4, align) / 4);
   max_k_ = std::max({c.dim, c.q_dim(), c.ffn_dim});
   const uint64_t n = static_cast<uint64_t>(std::max(max_tokens, 1));
@@ -278,7 +291,8 @@ void FastForward::MatMuls(const PackedMatrix* const* w, float* const* y, int cou
   int64_t min_blocks = kernels::RowBlocks(w[0]->rows);
   for (int m = 1; m < count; ++m) min_blocks = std::min(min_blocks, kernels::RowBlocks(w[m]->rows));
   const int64_t pieces = std::clamp<int64_t>(threads * kPiecesPerThread, 1, min_blocks);
-  MatJob job{&kernels::ActiveKernels(), w, y, count, n, b_.a16, b_.aq, swiglu, pieces};
+  MatJob job{&kernels::ActiveKernels(), w, y, count, n, b_.a16, b_.aq, swiglu, pieces,
+             tile_gemms_.data()};
   const int64_t mats = swiglu ? 1 : count;
   pool.RunUnits(&RunMatUnit, &job, mats * pieces, threads);
 }

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/core/thread_pool.h"
@@ -100,6 +101,17 @@ class FastForward {
 
   int32_t max_tokens() const { return max_tokens_; }
 
+  // GEMM calls that ran on AMX tiles since the last call, as the kernels counted them on
+  // the participants' own threads (kernels::TileGemmsOnThisThread around every matmul
+  // unit); call between dispatches (the pool's barrier orders the counts before it).
+  uint64_t TakeTileGemms();
+  void ResetTileGemms() {
+    for (TileCount& c : tile_gemms_) c.n = 0;
+  }
+  struct alignas(64) TileCount {  // one cache line per participant (written only by it)
+    uint64_t n = 0;
+  };
+
  private:
   struct Buffers {
     float* x;                 // [n, dim]
@@ -154,7 +166,8 @@ class FastForward {
   int64_t att_stride_ = 0;
   int64_t max_k_ = 0;
   const PagingAdvisor* prefetch_[2] = {nullptr, nullptr};
-  mutable uint64_t prefetch_failures_ = 0;  // RunBlocks runs on the calling thread only
+  mutable uint64_t prefetch_failures_ = 0;     // RunBlocks runs on the calling thread only
+  mutable std::vector<TileCount> tile_gemms_;  // per participant, sized by Init
 };
 
 }  // namespace ari::runtime

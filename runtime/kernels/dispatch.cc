@@ -120,6 +120,17 @@ const KernelTable& ActiveKernels() { return ChosenKernelsFor(ActiveIsaTier()); }
 
 bool IsaTierCompiled(IsaTier tier) { return OwnTable(tier) != nullptr; }
 
+namespace {
+// Zero-initialised and trivially destructible: static TLS, no allocation, no guard.
+uint64_t& TileGemms() {
+  thread_local uint64_t n = 0;
+  return n;
+}
+}  // namespace
+
+uint64_t TileGemmsOnThisThread() { return TileGemms(); }
+void internal::NoteTileGemm() { ++TileGemms(); }
+
 Result<void> CheckMatmulArgs(const PackedMatrix& w, PackedPrecision expected, int64_t r0,
                              int64_t r1) {
   if (w.precision != expected) {

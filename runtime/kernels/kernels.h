@@ -76,6 +76,14 @@ const KernelTable& ActiveKernels();
 // True if `tier` has its own kernels in this build (not a fallback).
 bool IsaTierCompiled(IsaTier tier);
 
+// GEMM calls this thread ran on AMX tiles since it started (the AMX kernels count
+// themselves; a call that takes the AVX-512 path, fewer than 16 tokens, does not). Read
+// before and after work to see from inside it whether the tiles ran. No allocation.
+uint64_t TileGemmsOnThisThread();
+namespace internal {
+void NoteTileGemm();  // called by the AMX kernels (x86/amx_common.h)
+}  // namespace internal
+
 // Checks the shape/range preconditions of the matmul kernels (call once at setup).
 Result<void> CheckMatmulArgs(const PackedMatrix& w, PackedPrecision expected, int64_t r0,
                              int64_t r1);

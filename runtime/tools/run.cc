@@ -181,8 +181,9 @@ rt::Precision ChoosePrecision(const rt::Model& model, PrecisionArg arg) {
 
 struct RunStats {
   int64_t prompt_ns = 0, gen_ns = 0;
-  int64_t mask_ns = 0;  // part of gen_ns spent on the --schema / --grammar mask
-  int64_t masked = 0;   // tokens sampled under it
+  int64_t mask_ns = 0;     // part of gen_ns spent on the --schema / --grammar mask
+  int64_t masked = 0;      // tokens sampled under it
+  int64_t tile_gemms = 0;  // GEMM calls that ran on AMX tiles (ChunkResult::tile_gemms)
   size_t generated = 0;
   rt::StopReason stop = rt::StopReason::kMaxTokens;
   rt::ChunkResult last;  // what the last chunk ran
@@ -207,6 +208,7 @@ ari::runtime::Result<RunStats> RunTurn(rt::Engine& e, const rt::ChunkKnobs& knob
     st.generated += r->tokens.size();
     st.mask_ns += r->mask_ns;
     st.masked += r->masked_tokens;
+    st.tile_gemms += r->tile_gemms;
     st.last = *r;
     text.append(r->text);
     if (!filter.Update(&by_callback)) {
@@ -296,10 +298,12 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
                      ? 100.0 * static_cast<double>(st->mask_ns) / static_cast<double>(st->gen_ns)
                      : 0.0);
   }
-  std::fprintf(stderr, "ari-run: ran %s, %s, %d threads, KV %s (%s)\n",
+  std::fprintf(stderr,
+               "ari-run: ran %s, %s, %d threads, KV %s, %lld GEMM calls on AMX tiles (%s)\n",
                std::string(rt::PrecisionName(st->last.precision)).c_str(),
                std::string(rt::kernels::IsaTierName(st->last.isa)).c_str(), st->last.threads,
-               std::string(rt::KvTypeName(st->last.kv_type)).c_str(), e.loaded_path().c_str());
+               std::string(rt::KvTypeName(st->last.kv_type)).c_str(),
+               static_cast<long long>(st->tile_gemms), e.loaded_path().c_str());
   return 0;
 }
 

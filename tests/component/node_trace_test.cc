@@ -8,6 +8,7 @@
 #include "component/client/chunk_trace_text.h"
 #include "component/client/client.h"
 #include "runtime/kernels/cpu_features.h"
+#include "runtime/kernels/tier_choice.h"
 #include "runtime/model/pack_file.h"
 #include "tests/component/node_test_util.h"
 
@@ -57,14 +58,26 @@ TEST(NodeTrace, EveryChunkOverDdsSaysWhatRanNextToWhatWasDecided) {
   ASSERT_TRUE(status.has_value()) << node.Log();
   EXPECT_TRUE(status->can_switch_precision);
 
-  for (ari_UrgencyClass u : {ari_URGENCY_NORMAL, ari_URGENCY_CRITICAL}) {
+  // The third request's prompt (27 tokens with BOS, stories260K's tokenizer) fits one
+  // CRITICAL prefill chunk (32 tokens in the conservative knobs of a node without a
+  // sensor): 16 tokens or more, so on a CPU with AMX its GEMMs run on tiles, counted inside
+  // the kernels.
+  const bool amx = runtime::kernels::IsaTierSupported(runtime::kernels::IsaTier::kAmx);
+  const char* const kLong =
+      "Once upon a time, there was a little girl named Lily. She liked to play in the park.";
+  for (auto [u, prompt] : {std::pair{ari_URGENCY_NORMAL, "Once upon a time"},
+                           std::pair{ari_URGENCY_CRITICAL, "Once upon a time"},
+                           std::pair{ari_URGENCY_CRITICAL, kLong}}) {
     component::AskParams p;
-    p.prompt = "Once upon a time";
+    p.prompt = prompt;
     p.max_tokens = 30;
     p.urgency = u;
     auto stream = (*client)->Ask(p);
     ASSERT_TRUE(stream.has_value()) << stream.error().ToString();
     int traced = 0;
+    uint64_t tile_gemms = 0;
+    bool ran_amx = false;
+    bool amx_gemm = false;  // the host's tier choice put that precision's GEMM on AMX
     for (;;) {
       auto c = stream->Next(30s);
       if (!c) break;
@@ -95,8 +108,29 @@ TEST(NodeTrace, EveryChunkOverDdsSaysWhatRanNextToWhatWasDecided) {
         EXPECT_EQ(dds::RawEnum(ran.kv_type), ari_KV_INT8);
       }
       EXPECT_FALSE(c->on_fallback);
+      // Tiles only where the amx tier ran, and the count is in the trace line.
+      if (dds::RawEnum(ran.isa) == ari_ISA_AMX) {
+        ran_amx = true;
+        // The node reads the tier timings the test does (ARI_KERNEL_TIMINGS_FILE).
+        const auto family = dds::RawEnum(ran.precision) == ari_PRECISION_W4A8
+                                ? runtime::kernels::MatmulFamily::kGemmW4A8
+                                : runtime::kernels::MatmulFamily::kGemmW8A16;
+        amx_gemm = amx_gemm || runtime::kernels::ChosenTiers(
+                                   runtime::kernels::IsaTier::kAmx)[static_cast<size_t>(family)] ==
+                                   runtime::kernels::IsaTier::kAmx;
+        EXPECT_NE(component::ChunkTraceText(*c).find(" GEMMs on AMX tiles"), std::string::npos);
+      } else {
+        EXPECT_EQ(c->ran_tile_gemms, 0u);
+      }
+      tile_gemms += c->ran_tile_gemms;
     }
     EXPECT_GT(traced, 0);
+    if (prompt == kLong && ran_amx && amx_gemm) {
+      EXPECT_GT(tile_gemms, 0u) << "a 27-token prompt's prefill ran without the AMX tiles";
+    }
+    if (!amx) {
+      EXPECT_EQ(tile_gemms, 0u);
+    }
   }
   EXPECT_EQ(node.Stop(SIGTERM), 0) << node.Log();
   const std::string log = node.Log();

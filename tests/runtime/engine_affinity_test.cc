@@ -5,9 +5,13 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "runtime/engine/engine.h"
+#include "runtime/kernels/tier_choice.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {
@@ -182,6 +186,62 @@ TEST(EngineAffinity, IsaTierOfTheOtherFamilyIsReportedRefused) {
   EXPECT_TRUE(r->isa_refused);
   EXPECT_EQ(r->isa, kernels::IsaTier::kScalar);  // the tier in force stays, reported
   EXPECT_EQ(e->Counters().isa_refusals, 1u);
+  ASSERT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
+}
+
+// The AMX tiles run when the ceiling allows them, the host's tier choice picked the AMX
+// GEMM and the chunk has 16 tokens or more, and the chunk says so from inside the kernels
+// (ChunkResult::tile_gemms): a 40-token prompt in a 32- and an 8-token chunk, then decode, under
+// the best tier and under AVX-512 VNNI.
+TEST(EngineAffinity, AmxTilesRunOnlyWhereDecidedAndAreObserved) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  auto e = MakeEngine(mp.pack);
+  ASSERT_TRUE(e);
+  const bool amx = kernels::IsaTierSupported(kernels::IsaTier::kAmx);
+  if (!amx) std::printf("[ note     ] this CPU has no AMX tier: every chunk must count 0 tiles\n");
+  std::vector<TokenId> prompt(40);
+  prompt[0] = 1;
+  for (size_t i = 1; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(300 + i);
+  for (kernels::IsaTier ceiling : {kernels::BestIsaTier(), kernels::IsaTier::kAvx512Vnni}) {
+    if (!kernels::IsaTierInFamily(ceiling)) continue;
+    for (Precision p : {Precision::kW8A16, Precision::kW4A8}) {
+      SCOPED_TRACE(std::string(kernels::IsaTierName(ceiling)) + " " +
+                   std::string(PrecisionName(p)));
+      TurnSpec ts;
+      ts.prompt = prompt;
+      ts.max_tokens = 4;
+      ts.keep_context = false;
+      ASSERT_TRUE(e->StartTurn(0, ts).has_value());
+      ChunkKnobs k;
+      k.precision = p;
+      k.max_isa = ceiling;
+      k.prefill_tokens = 32;
+      std::vector<int32_t> tiles;
+      for (bool done = false; !done;) {
+        auto r = e->RunChunk(0, k);
+        ASSERT_TRUE(r.has_value());
+        // The ceiling allows the tiles, and this host's measured tier choice (tier_choice.h)
+        // picked the AMX GEMM for the precision (under ASan it may not).
+        const auto family = p == Precision::kW8A16 ? kernels::MatmulFamily::kGemmW8A16
+                                                   : kernels::MatmulFamily::kGemmW4A8;
+        const bool tiles_allowed =
+            r->isa == kernels::IsaTier::kAmx &&
+            kernels::ChosenTiers(r->isa)[static_cast<size_t>(family)] == kernels::IsaTier::kAmx;
+        const bool wide = r->phase == ChunkPhase::kPrefill && r->prompt_tokens >= 16;
+        if (tiles_allowed && wide) {
+          EXPECT_GT(r->tile_gemms, 0) << "prefill of " << r->prompt_tokens << " tokens";
+        } else {
+          EXPECT_EQ(r->tile_gemms, 0) << "isa " << kernels::IsaTierName(r->isa) << ", "
+                                      << r->prompt_tokens << " prompt tokens";
+        }
+        tiles.push_back(r->tile_gemms);
+        done = r->finished;
+      }
+      ASSERT_GE(tiles.size(), 3u);  // 32 + 8 prompt tokens, then decode
+    }
+  }
   ASSERT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
 }
 

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/kernels.h"
 #include "runtime/kernels/x86/avx2_common.h"
 
 namespace ari::runtime::kernels::internal {
@@ -124,6 +125,7 @@ void GemmAmx(const PackedMatrix& w, const typename Kernel::Act* x, int64_t ldx, 
     Kernel::Narrow(w, x, ldx, n, y, ldy, r0, r1);
     return;
   }
+  NoteTileGemm();
   const TileScope tiles(Kernel::Config());
   alignas(64) int8_t bq[Kernel::kSliceGroups * Kernel::kRepackBytes];
   alignas(64) __m512 wd[Kernel::kSliceGroups];
