@@ -51,13 +51,8 @@ namespace {
 runtime::kernels::IsaTier MapIsa(IsaTier t) {
   using runtime::kernels::IsaTier;
   switch (t) {
-    case qos::IsaTier::kBest:
-#if defined(__aarch64__)
-      return IsaTier::kNeonI8mm;
-#else
-      return IsaTier::kAmx;  // AMX tiles for the prefill GEMMs where the CPU has them
-#endif
-    case qos::IsaTier::kAvx512: return IsaTier::kAvx512Vnni;  // AVX-512 without AMX
+    case qos::IsaTier::kBest: return runtime::kernels::kTopIsaTier;  // x86: AMX where present
+    case qos::IsaTier::kAvx512: return IsaTier::kAvx512Vnni;         // AVX-512 without AMX
     case qos::IsaTier::kAvx2: return IsaTier::kAvx2;
     case qos::IsaTier::kNeonDotprod: return IsaTier::kNeonDotprod;
     case qos::IsaTier::kNeon: return IsaTier::kNeon;

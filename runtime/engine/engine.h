@@ -91,13 +91,8 @@ struct EngineOptions {
 
 // What is applied before a chunk runs (the governor's decision, in runtime terms).
 struct ChunkKnobs {
-  Precision precision = Precision::kW8A16;  // falls back to kReference without a pack
-  // Clamped to what the CPU has (default: the best tier of this build's family).
-#if defined(__aarch64__)
-  kernels::IsaTier max_isa = kernels::IsaTier::kNeonI8mm;
-#else
-  kernels::IsaTier max_isa = kernels::IsaTier::kAmx;
-#endif
+  Precision precision = Precision::kW8A16;          // falls back to kReference without a pack
+  kernels::IsaTier max_isa = kernels::kTopIsaTier;  // clamped to what the CPU has
   uint64_t cpu_mask = 0;          // CPUs for the workers (bit i = CPU i); 0 = keep current
   int32_t threads = 0;            // workers used; 0 = keep
   int32_t prefill_tokens = 64;    // prompt tokens at most in a prefill chunk

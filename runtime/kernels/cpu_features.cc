@@ -250,6 +250,15 @@ bool IsaTierInFamily(IsaTier tier) {
 #endif
 }
 
+Result<IsaTier> ParseIsaCeiling(std::string_view name) {
+  auto t = ParseIsaTier(name);
+  if (t && !IsaTierInFamily(*t)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "ISA tier " + std::string(name) + " belongs to another CPU architecture");
+  }
+  return t;
+}
+
 Result<void> SetMaxIsaTier(IsaTier tier) {
   if (!IsaTierInFamily(tier)) {
     return MakeError(ErrorCode::kInvalidArgument,

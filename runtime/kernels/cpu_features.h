@@ -28,6 +28,14 @@ enum class IsaTier : uint8_t {
 };
 inline constexpr int kNumIsaTiers = 7;
 
+// The highest tier of this build's family: the default ceiling ("best"; the engine and the
+// CPU clamp it to what the machine has).
+#if defined(__aarch64__)
+inline constexpr IsaTier kTopIsaTier = IsaTier::kNeonI8mm;
+#else
+inline constexpr IsaTier kTopIsaTier = IsaTier::kAmx;
+#endif
+
 struct CpuFeatures {
   // x86 (each requires OS support of the register state, checked with xgetbv).
   bool avx = false;
@@ -75,6 +83,8 @@ Result<void> SetMaxIsaTier(IsaTier tier);
 // SetMaxIsaTier(tier) succeeds. Allocation-free, so a hot path can check it instead of
 // building the error (e.g. knobs written for x86 reaching an aarch64 engine).
 bool IsaTierInFamily(IsaTier tier);
+// ParseIsaTier, refusing a tier of the other family (a command line's ceiling, e.g. --isa).
+Result<IsaTier> ParseIsaCeiling(std::string_view name);
 IsaTier MaxIsaTier();
 // The tier kernels dispatch to right now: the highest supported tier <= MaxIsaTier().
 IsaTier ActiveIsaTier();

@@ -54,9 +54,9 @@ int main(int argc, char** argv) {
     else if (a == "-r")
       o.reps = std::atoi(v);
     else if (a == "--isa") {
-      auto t = kernels::ParseIsaTier(v);
-      if (!t || !kernels::IsaTierInFamily(*t)) {
-        std::fprintf(stderr, "ari-perf: --isa %s: not a tier of this CPU's family\n", v);
+      auto t = kernels::ParseIsaCeiling(v);
+      if (!t) {
+        std::fprintf(stderr, "ari-perf: --isa: %s\n", t.error().ToString().c_str());
         return 2;
       }
       o.max_isa = *t;

@@ -502,9 +502,9 @@ int ModelBench(const Args& a) {
   o.model = a.model;
   o.precision = a.precision == "w4a8" ? runtime::Precision::kW4A8 : runtime::Precision::kW8A16;
   if (!a.isa.empty()) {
-    auto t = runtime::kernels::ParseIsaTier(a.isa);
-    if (!t || !runtime::kernels::IsaTierInFamily(*t)) {
-      std::fprintf(stderr, "ari-bench: --isa %s: not a tier of this CPU's family\n", a.isa.c_str());
+    auto t = runtime::kernels::ParseIsaCeiling(a.isa);
+    if (!t) {
+      std::fprintf(stderr, "ari-bench: --isa: %s\n", t.error().ToString().c_str());
       return 2;
     }
     o.max_isa = *t;

@@ -70,6 +70,13 @@ TEST_F(DispatchTest, NamesRoundTrip) {
     EXPECT_EQ(*parsed, t);
   }
   EXPECT_FALSE(ParseIsaTier("avx1024"));
+  EXPECT_FALSE(ParseIsaCeiling("avx1024"));
+  EXPECT_EQ(ParseIsaCeiling(IsaTierName(kTopIsaTier)).value_or(IsaTier::kScalar), kTopIsaTier);
+#if defined(__aarch64__)
+  EXPECT_FALSE(ParseIsaCeiling("avx2"));
+#else
+  EXPECT_FALSE(ParseIsaCeiling("neon"));
+#endif
 }
 
 TEST_F(DispatchTest, DefaultIsBestAndLoweringClamps) {
