@@ -454,6 +454,8 @@ ChunkRan RanOf(const runtime::ChunkResult& r) {
   ran.threads_observed = r.threads_ran;
   ran.cpus = r.cpus_ran;
   ran.tile_gemms = r.tile_gemms;
+  ran.gemv_tiers = r.gemv_tiers;
+  ran.gemm_tiers = r.gemm_tiers;
   ran.layers_dropped = r.layers_dropped;
   ran.kv_type = r.kv_type;
   ran.masked_tokens = r.masked_tokens;

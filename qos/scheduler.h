@@ -122,6 +122,8 @@ struct ChunkRan {
   int32_t threads_observed = 0;  // participants that computed (noted a CPU)
   uint64_t cpus = 0;             // bit i = CPU i, observed (ChunkResult::cpus_ran)
   int32_t tile_gemms = 0;        // GEMM calls that ran on AMX tiles (ChunkResult::tile_gemms)
+  uint32_t gemv_tiers = 0;       // tiers of the matmul kernels called (ChunkResult::gemv_tiers)
+  uint32_t gemm_tiers = 0;       // (ChunkResult::gemm_tiers)
   int32_t layers_dropped = 0;
   runtime::KvType kv_type = runtime::KvType::kF32;
   int32_t pin_failures = 0;

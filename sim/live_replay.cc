@@ -32,6 +32,8 @@ void RecordTrace(const ari_TokenChunk& c, ChunkRecord& cr) {
   cr.decided_threads = static_cast<int>(c.decided.threads);
   cr.ran_threads_observed = static_cast<int>(c.ran_threads_observed);
   cr.ran_tile_gemms = static_cast<int>(c.ran_tile_gemms);
+  cr.ran_gemv_isas = c.ran_gemv_isas;
+  cr.ran_gemm_isas = c.ran_gemm_isas;
   cr.ran_cpus = c.ran.cpus;
   cr.decided_cpus = c.decided.cpus;
   cr.ran_layers_dropped = static_cast<int>(c.ran.layers_dropped);

@@ -127,6 +127,7 @@ struct ChunkRecord {
   std::string ran_precision, decided_precision, ran_isa, decided_isa, ran_kv, decided_kv;
   int ran_threads = 0, decided_threads = 0, ran_threads_observed = 0;
   int ran_tile_gemms = 0;  // GEMM calls on AMX tiles (TokenChunk::ran_tile_gemms)
+  uint32_t ran_gemv_isas = 0, ran_gemm_isas = 0;  // kernels' tiers (TokenChunk::ran_gemv_isas)
   uint64_t ran_cpus = 0, decided_cpus = 0;
   int ran_layers_dropped = 0, decided_layers_dropped = 0;
   int pin_failures = 0;

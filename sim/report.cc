@@ -80,6 +80,8 @@ std::string ChunkJson(const ChunkRecord& c) {
         .I("threads", c.ran_threads)
         .I("threads_observed", c.ran_threads_observed)
         .I("tile_gemms", c.ran_tile_gemms)
+        .S("gemv_isas", runtime::kernels::IsaTiersText(c.ran_gemv_isas))
+        .S("gemm_isas", runtime::kernels::IsaTiersText(c.ran_gemm_isas))
         .Raw("cpus", std::to_string(c.ran_cpus))
         .I("layers_dropped", c.ran_layers_dropped)
         .S("kv", c.ran_kv)

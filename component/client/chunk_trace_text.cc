@@ -86,6 +86,22 @@ std::string CpuListText(uint64_t mask) {
   return std::string(buf, CpuListTextTo(mask, buf, sizeof buf));
 }
 
+namespace {
+
+// " | gemv avx512vnni" for a kind of matmul the chunk called (bit t = IsaTier t).
+void PutKernelTiers(const char* kind, uint32_t mask, char* out, size_t cap, size_t* len) {
+  if (mask == 0) return;
+  Put(out, cap, len, " | %s ", kind);
+  const char* sep = "";
+  for (int t = 0; t < 32; ++t) {
+    if ((mask >> t & 1u) == 0) continue;
+    Put(out, cap, len, "%s%s", sep, WireIsaName(static_cast<ari_IsaTier>(t)).data());
+    sep = "+";
+  }
+}
+
+}  // namespace
+
 size_t ChunkTraceTextTo(const ari_TokenChunk& c, char* out, size_t cap) {
   if (cap == 0) return 0;
   size_t len = 0;
@@ -107,6 +123,8 @@ size_t ChunkTraceTextTo(const ari_TokenChunk& c, char* out, size_t cap) {
       reference ? "n/a" : WirePrecisionName(c.decided.precision).data(),
       WireIsaName(c.decided.isa).data(), c.decided.threads, decided_cpus, c.decided.layers_dropped,
       WireKvName(c.decided.kv_type).data());
+  PutKernelTiers("gemv", c.ran_gemv_isas, out, cap, &len);
+  PutKernelTiers("gemm", c.ran_gemm_isas, out, cap, &len);
   if (dds::RawEnum(c.ran.isa) == ari_ISA_AMX) {
     Put(out, cap, &len, " | %u GEMMs on AMX tiles", c.ran_tile_gemms);
   }

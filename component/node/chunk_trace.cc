@@ -51,6 +51,8 @@ void FillChunkTrace(const qos::ChunkEvent& ev, ari_TokenChunk& c) {
   c.ran_threads_observed = NonNegative(ev.ran.threads_observed);
   c.pin_failures = NonNegative(ev.ran.pin_failures);
   c.ran_tile_gemms = NonNegative(ev.ran.tile_gemms);
+  c.ran_gemv_isas = ev.ran.gemv_tiers;
+  c.ran_gemm_isas = ev.ran.gemm_tiers;
 }
 
 std::string FormatChunkTrace(const qos::ChunkEvent& ev) {

@@ -683,11 +683,14 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   const bool caller_pinned = pool_->PinCaller().has_value();
   r.pin_failures = pool_->pin_failures() + (caller_pinned ? 0 : 1);
   pool_->NoteCallerCpu();
-  ff_.ResetTileGemms();  // matmuls outside chunks (e.g. prefix-cache scoring) are not this one's
+  ff_.ResetMatmulsRan();  // matmuls outside chunks (e.g. prefix-cache scoring) are not this one's
   const Result<void> ran = Compute(s, knobs, r);
   pool_->NoteCallerCpu();
   const ThreadPool::Observed seen = pool_->TakeObserved();
-  r.tile_gemms = static_cast<int32_t>(ff_.TakeTileGemms());
+  const FastForward::MatmulsRan mm = ff_.TakeMatmulsRan();
+  r.tile_gemms = static_cast<int32_t>(mm.tile_gemms);
+  r.gemv_tiers = mm.gemv_tiers;
+  r.gemm_tiers = mm.gemm_tiers;
   if (!pool_->RestoreCaller()) ++r.pin_failures;
   r.cpus_ran = seen.cpus;
   r.threads_ran = seen.participants;

@@ -153,6 +153,13 @@ struct ChunkResult {
   // GEMM calls of this chunk that ran on AMX tiles, counted by the kernels on the threads
   // that ran them (isa kAmx and 16 tokens or more in a chunk; 0 otherwise).
   int32_t tile_gemms = 0;
+  // The tiers of the matmul kernels this chunk called, noted by the forward pass as it
+  // called them (bit t = IsaTier t; 0: no such call): the GEMVs (one token at a time:
+  // decode, the classifier) and the GEMMs (prefill). A tier below `isa` where the tier
+  // choice measured a lower tier's kernel faster (kernels::ChosenTiers) or the tier shares
+  // a lower one's (amx's GEMV is the AVX-512 one). Reference path: 0.
+  uint32_t gemv_tiers = 0;
+  uint32_t gemm_tiers = 0;
   // Threads whose pinning to the chunk's CPU set failed: workers whose last re-pin was
   // refused, + 1 if pinning the calling thread failed, + 1 if restoring it failed. The
   // chunk still runs (where the OS lets it); Engine::Pinning() names the errors.

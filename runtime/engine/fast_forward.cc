@@ -42,24 +42,31 @@ struct MatJob {
   const BlockQ8A* aq = nullptr;
   bool swiglu = false;  // count == 2 (gate, up): y[0] = silu(y[0]) * y[1] on the unit's rows
   int64_t pieces = 1;   // row pieces per matrix (units = matrices x pieces)
-  FastForward::TileCount* tile_gemms = nullptr;  // [participant]: AMX tile GEMM calls
+  FastForward::RanNotes* ran = nullptr;  // [participant]: the kernels its units called
 };
 
-void MatRows(const MatJob& j, int m, int64_t r0, int64_t r1) {
+// Calls the table's kernel for rows [r0, r1) of matrix m and notes its tier in `ran`.
+void MatRows(const MatJob& j, int m, int64_t r0, int64_t r1, FastForward::MatmulsRan& ran) {
   const PackedMatrix& w = *j.w[m];
-  if (w.precision == PackedPrecision::kW8) {
-    if (j.n == 1) {
-      j.k->gemv_w8a16(w, j.a16, j.y[m], r0, r1);
+  const kernels::KernelTable& k = *j.k;
+  const bool w8 = w.precision == PackedPrecision::kW8;
+  if (j.n == 1) {
+    if (w8) {
+      k.gemv_w8a16(w, j.a16, j.y[m], r0, r1);
     } else {
-      j.k->gemm_w8a16(w, j.a16, kernels::Groups(w.cols), j.n, j.y[m], w.rows, r0, r1);
+      k.gemv_w4a8(w, j.aq, j.y[m], r0, r1);
     }
-  } else {
-    if (j.n == 1) {
-      j.k->gemv_w4a8(w, j.aq, j.y[m], r0, r1);
-    } else {
-      j.k->gemm_w4a8(w, j.aq, kernels::Groups(w.cols), j.n, j.y[m], w.rows, r0, r1);
-    }
+    ++ran.gemv_calls;
+    ran.gemv_tiers |= 1u << static_cast<int>(w8 ? k.gemv_w8a16_tier : k.gemv_w4a8_tier);
+    return;
   }
+  if (w8) {
+    k.gemm_w8a16(w, j.a16, kernels::Groups(w.cols), j.n, j.y[m], w.rows, r0, r1);
+  } else {
+    k.gemm_w4a8(w, j.aq, kernels::Groups(w.cols), j.n, j.y[m], w.rows, r0, r1);
+  }
+  ++ran.gemm_calls;
+  ran.gemm_tiers |= 1u << static_cast<int>(w8 ? k.gemm_w8a16_tier : k.gemm_w4a8_tier);
 }
 
 // Unit u: piece u % pieces of matrix u / pieces (with swiglu: of gate and up together,
@@ -73,10 +80,11 @@ void RunMatUnit(void* ctx, int64_t u, int who) {
   int64_t r0 = 0, r1 = 0;
   RowRange(rows, piece, static_cast<int>(j.pieces), &r0, &r1);
   if (r0 >= r1) return;
+  FastForward::MatmulsRan& ran = j.ran[who].ran;
   const uint64_t tiles0 = kernels::TileGemmsOnThisThread();
-  MatRows(j, m, r0, r1);
-  if (j.swiglu) MatRows(j, 1, r0, r1);
-  j.tile_gemms[who].n += kernels::TileGemmsOnThisThread() - tiles0;
+  MatRows(j, m, r0, r1, ran);
+  if (j.swiglu) MatRows(j, 1, r0, r1, ran);
+  ran.tile_gemms += kernels::TileGemmsOnThisThread() - tiles0;
   if (!j.swiglu) return;
   for (int64_t t = 0; t < j.n; ++t) {
     float* g = j.y[0] + t * rows + r0;
@@ -191,11 +199,15 @@ uint64_t FastForward::WorkspaceBytes(const ModelConfig& c, int32_t max_tokens, i
   return total;
 }
 
-uint64_t FastForward::TakeTileGemms() {
-  uint64_t sum = 0;
-  for (TileCount& c : tile_gemms_) {
-    sum += c.n;
-    c.n = 0;
+FastForward::MatmulsRan FastForward::TakeMatmulsRan() {
+  MatmulsRan sum;
+  for (RanNotes& c : ran_) {
+    sum.gemv_calls += c.ran.gemv_calls;
+    sum.gemm_calls += c.ran.gemm_calls;
+    sum.gemv_tiers |= c.ran.gemv_tiers;
+    sum.gemm_tiers |= c.ran.gemm_tiers;
+    sum.tile_gemms += c.ran.tile_gemms;
+    c.ran = MatmulsRan{};
   }
   return sum;
 }
@@ -223,7 +235,7 @@ Result<void> FastForward::Init(const Model& model, const PackedWeights& packed,
   max_tokens_ = max_tokens;
   ctx_ = ctx;
   participants_ = participants;
-  tile_gemms_.assign(static_cast<size_t>(std::max(participants, 1)), TileCount{});
+  ran_.assign(static_cast<size_t>(std::max(participants, 1)), RanNotes{});
   att_stride_ = static_cast<int64_t>(AlignUp(static_cast<uint64_t>(ctx) * 4, align) / 4);
   max_k_ = std::max({c.dim, c.q_dim(), c.ffn_dim});
   const uint64_t n = static_cast<uint64_t>(std::max(max_tokens, 1));
@@ -291,8 +303,7 @@ void FastForward::MatMuls(const PackedMatrix* const* w, float* const* y, int cou
   int64_t min_blocks = kernels::RowBlocks(w[0]->rows);
   for (int m = 1; m < count; ++m) min_blocks = std::min(min_blocks, kernels::RowBlocks(w[m]->rows));
   const int64_t pieces = std::clamp<int64_t>(threads * kPiecesPerThread, 1, min_blocks);
-  MatJob job{&kernels::ActiveKernels(), w, y, count, n, b_.a16, b_.aq, swiglu, pieces,
-             tile_gemms_.data()};
+  MatJob job{&kernels::ActiveKernels(), w, y, count, n, b_.a16, b_.aq, swiglu, pieces, ran_.data()};
   const int64_t mats = swiglu ? 1 : count;
   pool.RunUnits(&RunMatUnit, &job, mats * pieces, threads);
 }

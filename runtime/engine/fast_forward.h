@@ -101,15 +101,25 @@ class FastForward {
 
   int32_t max_tokens() const { return max_tokens_; }
 
-  // GEMM calls that ran on AMX tiles since the last call, as the kernels counted them on
-  // the participants' own threads (kernels::TileGemmsOnThisThread around every matmul
-  // unit); call between dispatches (the pool's barrier orders the counts before it).
-  uint64_t TakeTileGemms();
-  void ResetTileGemms() {
-    for (TileCount& c : tile_gemms_) c.n = 0;
+  // The matmul kernels this forward pass ran since the last Take, noted per participant on
+  // its own thread around every matmul unit: per kind the calls and the tiers of the table
+  // entries called (bit t = IsaTier t: the entry's own tier, below the table's where the
+  // tier choice picked a lower one or the table shares a lower tier's kernel), and the GEMM
+  // calls the AMX kernels counted on tiles (kernels::TileGemmsOnThisThread). Take between
+  // dispatches (the pool's barrier orders the notes before it).
+  struct MatmulsRan {
+    int64_t gemv_calls = 0;
+    int64_t gemm_calls = 0;
+    uint32_t gemv_tiers = 0;
+    uint32_t gemm_tiers = 0;
+    uint64_t tile_gemms = 0;
+  };
+  MatmulsRan TakeMatmulsRan();
+  void ResetMatmulsRan() {
+    for (RanNotes& c : ran_) c.ran = MatmulsRan{};
   }
-  struct alignas(64) TileCount {  // one cache line per participant (written only by it)
-    uint64_t n = 0;
+  struct alignas(64) RanNotes {  // one cache line per participant (written only by it)
+    MatmulsRan ran;
   };
 
  private:
@@ -166,8 +176,8 @@ class FastForward {
   int64_t att_stride_ = 0;
   int64_t max_k_ = 0;
   const PagingAdvisor* prefetch_[2] = {nullptr, nullptr};
-  mutable uint64_t prefetch_failures_ = 0;     // RunBlocks runs on the calling thread only
-  mutable std::vector<TileCount> tile_gemms_;  // per participant, sized by Init
+  mutable uint64_t prefetch_failures_ = 0;  // RunBlocks runs on the calling thread only
+  mutable std::vector<RanNotes> ran_;       // per participant, sized by Init
 };
 
 }  // namespace ari::runtime

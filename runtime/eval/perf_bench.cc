@@ -118,26 +118,38 @@ Result<void> StartFreshTurn(Engine& e, const std::vector<TokenId>& prompt, int n
   return e.StartTurn(0, t);
 }
 
-// Runs chunks until the turn's prompt is prefilled; `isa` = the tier they ran on.
-Result<void> Prefill(Engine& e, const ChunkKnobs& k, kernels::IsaTier& isa) {
+// What the measured chunks ran: the tier in force and the tiers of the matmul kernels called.
+struct RanTiers {
+  kernels::IsaTier isa = kernels::IsaTier::kScalar;
+  uint32_t gemv = 0, gemm = 0;
+  void Note(const ChunkResult& c) {
+    isa = c.isa;
+    gemv |= c.gemv_tiers;
+    gemm |= c.gemm_tiers;
+  }
+};
+
+// Runs chunks until the turn's prompt is prefilled.
+Result<void> Prefill(Engine& e, const ChunkKnobs& k, RanTiers& ran) {
   for (bool done = false; !done;) {
     auto c = e.RunChunk(0, k);
     if (!c) return std::unexpected(c.error());
     done = c->prompt_remaining == 0;
-    isa = c->isa;
+    ran.Note(*c);
   }
   return {};
 }
 
 // One decode chunk after a prefill: tokens/s and the share of the threads' CPU time.
 Result<void> MeasureDecode(const BenchOptions& o, Engine& e, const ChunkKnobs& k, DispatchCounts& n,
-                           std::vector<double>& dec, std::vector<double>& share) {
+                           std::vector<double>& dec, std::vector<double>& share, RanTiers& ran) {
   const uint64_t dd = e.PoolDispatches();
   const double cpu0 = CpuSeconds();
   const auto d = Clock::now();
   auto c = e.RunChunk(0, k);
   if (!c) return std::unexpected(c.error());
   const double wall = std::chrono::duration<double>(Clock::now() - d).count();
+  ran.Note(*c);
   n.decode_dispatches += static_cast<double>(e.PoolDispatches() - dd);
   n.decode_tokens += static_cast<double>(c->tokens.size());
   dec.push_back(static_cast<double>(c->tokens.size()) / wall);
@@ -153,7 +165,7 @@ Result<void> MeasurePrompts(const BenchOptions& o, Engine& e, const ChunkKnobs& 
   const int max_p = static_cast<int>(prompt.size());
   std::vector<double> dec, share;
   DispatchCounts n;
-  kernels::IsaTier isa = kernels::IsaTier::kScalar;
+  RanTiers ran;
   for (size_t pi = 0; pi < o.prompt_sizes.size(); ++pi) {
     std::vector<double> pt, tt;
     for (int r = 0; r < o.reps; ++r) {
@@ -162,20 +174,22 @@ Result<void> MeasurePrompts(const BenchOptions& o, Engine& e, const ChunkKnobs& 
       if (auto s = StartFreshTurn(e, prompt, o.prompt_sizes[pi], o.n_gen); !s) return s;
       const uint64_t d0 = e.PoolDispatches();
       const auto a = Clock::now();
-      if (auto f = Prefill(e, k, isa); !f) return f;
+      if (auto f = Prefill(e, k, ran); !f) return f;
       const double ms = Ms(Clock::now() - a);
       n.prefill_dispatches += static_cast<double>(e.PoolDispatches() - d0);
       n.prefill_tokens += o.prompt_sizes[pi];
       tt.push_back(ms);
       pt.push_back(o.prompt_sizes[pi] / (ms / 1e3));
       if (pi == 0 && o.n_gen > 0) {  // decode after the first prompt size
-        if (auto d = MeasureDecode(o, e, k, n, dec, share); !d) return d;
+        if (auto d = MeasureDecode(o, e, k, n, dec, share, ran); !d) return d;
       }
     }
     res.prompt_tps.push_back(MakeStat(pt));
     res.ttft_ms.push_back(MakeStat(tt));
   }
-  res.isa = std::string(kernels::IsaTierName(isa));
+  res.isa = std::string(kernels::IsaTierName(ran.isa));
+  res.gemv_isas = kernels::IsaTiersText(ran.gemv);
+  res.gemm_isas = kernels::IsaTiersText(ran.gemm);
   res.decode_tps = MakeStat(dec);
   res.decode_cpu_share = MakeStat(share);
   if (n.prefill_tokens > 0)
@@ -205,8 +219,8 @@ Result<void> MeasureRoofline(const BenchOptions& o, Engine& e, const ChunkKnobs&
   for (int r = 0; o.n_gen > 0 && r < o.paired_reps; ++r) {
     for (int i = 0; i < p0; ++i) prompt[static_cast<size_t>(i)] = (i * 131 + r * 11 + 3) % vocab;
     if (auto s = StartFreshTurn(e, prompt, p0, o.n_gen); !s) return s;
-    kernels::IsaTier isa = kernels::IsaTier::kScalar;
-    if (auto f = Prefill(e, k, isa); !f) return f;
+    RanTiers ran;
+    if (auto f = Prefill(e, k, ran); !f) return f;
     const auto d = Clock::now();
     auto c = e.RunChunk(0, k);
     if (!c) return std::unexpected(c.error());
@@ -281,8 +295,10 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
 std::string BenchResult::ToTable() const {
   char b[1024];
   std::string s;
-  std::snprintf(b, sizeof(b), "model %s  precision %s  isa %s  threads %d\n", model.c_str(),
-                precision.c_str(), isa.c_str(), threads);
+  std::snprintf(b, sizeof(b),
+                "model %s  precision %s  isa %s (GEMV kernels %s, GEMM kernels %s)  threads %d\n",
+                model.c_str(), precision.c_str(), isa.c_str(), gemv_isas.c_str(), gemm_isas.c_str(),
+                threads);
   s += b;
   std::snprintf(b, sizeof(b), "%-22s %10s %10s %10s\n", "metric", "median", "min", "max");
   s += b;
@@ -341,7 +357,8 @@ std::string BenchResult::ToTable() const {
 
 std::string BenchResult::ToJson() const {
   std::string s = "{\"model\":\"" + model + "\",\"precision\":\"" + precision + "\",\"isa\":\"" +
-                  isa + "\",\"threads\":" + std::to_string(threads) +
+                  isa + "\",\"gemv_isas\":\"" + gemv_isas + "\",\"gemm_isas\":\"" + gemm_isas +
+                  "\",\"threads\":" + std::to_string(threads) +
                   ",\"time_to_ready_ms\":" + std::to_string(time_to_ready_ms) + ",\"prompt\":[";
   for (size_t i = 0; i < prompt_sizes.size(); ++i) {
     if (i) s += ',';

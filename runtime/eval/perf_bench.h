@@ -40,6 +40,9 @@ struct Stat {
 struct BenchResult {
   std::string model, precision;
   std::string isa;  // the tier the kernels dispatched to (ChunkResult::isa of the chunks)
+  // The tiers of the matmul kernels the measured chunks called (ChunkResult::gemv_tiers /
+  // gemm_tiers as kernels::IsaTiersText: "avx512vnni", "none").
+  std::string gemv_isas, gemm_isas;
   int threads = 0;
   double time_to_ready_ms = 0;
   std::vector<int> prompt_sizes;

@@ -250,6 +250,16 @@ bool IsaTierInFamily(IsaTier tier) {
 #endif
 }
 
+std::string IsaTiersText(uint32_t mask) {
+  std::string s;
+  for (int t = 0; t < kNumIsaTiers; ++t) {
+    if ((mask >> t & 1u) == 0) continue;
+    if (!s.empty()) s += '+';
+    s += IsaTierName(static_cast<IsaTier>(t));
+  }
+  return s.empty() ? "none" : s;
+}
+
 Result<IsaTier> ParseIsaCeiling(std::string_view name) {
   auto t = ParseIsaTier(name);
   if (t && !IsaTierInFamily(*t)) {

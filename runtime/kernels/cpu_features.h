@@ -63,6 +63,9 @@ struct CpuFeatures {
 const CpuFeatures& DetectCpuFeatures();
 
 std::string_view IsaTierName(IsaTier tier);
+// The tiers of a mask (bit t = IsaTier t) as "avx2", "avx2+amx" (lowest first), "none" for
+// 0: ChunkResult::gemv_tiers / gemm_tiers.
+std::string IsaTiersText(uint32_t mask);
 // Parses the names IsaTierName returns ("scalar", "avx2", "avx512vnni", "amx", "neon", ...).
 Result<IsaTier> ParseIsaTier(std::string_view name);
 

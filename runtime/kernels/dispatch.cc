@@ -30,7 +30,9 @@ namespace {
   KernelTable {                                                                           \
     .tier = (tier_value), .gemv_w8a16 = internal::mm::GemvW8A16,                          \
     .gemm_w8a16 = internal::mm::GemmW8A16, .gemv_w4a8 = internal::mm::GemvW4A8,           \
-    .gemm_w4a8 = internal::mm::GemmW4A8, .quantize_q8a = internal::ns::QuantizeQ8A,       \
+    .gemm_w4a8 = internal::mm::GemmW4A8, .gemv_w8a16_tier = (tier_value),                 \
+    .gemm_w8a16_tier = (tier_value), .gemv_w4a8_tier = (tier_value),                      \
+    .gemm_w4a8_tier = (tier_value), .quantize_q8a = internal::ns::QuantizeQ8A,            \
     .quantize_q16a = internal::ns::QuantizeQ16A, .convert_f16 = internal::ns::ConvertF16, \
     .convert_bf16 = internal::ns::ConvertBf16, .sum_squares = internal::ns::SumSquares,   \
     .scale_mul = internal::ns::ScaleMul, .swiglu = internal::ns::SwiGlu,                  \
@@ -51,7 +53,9 @@ constexpr KernelTable kAmxTable = [] {
   KernelTable t = kAvx512Table;
   t.tier = IsaTier::kAmx;
   t.gemm_w8a16 = internal::amx::GemmW8A16;
+  t.gemm_w8a16_tier = IsaTier::kAmx;
   t.gemm_w4a8 = internal::amx::GemmW4A8;
+  t.gemm_w4a8_tier = IsaTier::kAmx;
   return t;
 }();
 #endif
@@ -64,7 +68,9 @@ constexpr KernelTable kNeonDotprodTable = [] {
   KernelTable t = kNeonTable;
   t.tier = IsaTier::kNeonDotprod;
   t.gemv_w4a8 = internal::dotprod::GemvW4A8;
+  t.gemv_w4a8_tier = IsaTier::kNeonDotprod;
   t.gemm_w4a8 = internal::dotprod::GemmW4A8;
+  t.gemm_w4a8_tier = IsaTier::kNeonDotprod;
   return t;
 }();
 #if defined(ARI_KERNELS_I8MM)
@@ -72,6 +78,7 @@ constexpr KernelTable kNeonI8mmTable = [] {
   KernelTable t = kNeonDotprodTable;
   t.tier = IsaTier::kNeonI8mm;
   t.gemm_w4a8 = internal::i8mm::GemmW4A8;
+  t.gemm_w4a8_tier = IsaTier::kNeonI8mm;
   return t;
 }();
 #endif

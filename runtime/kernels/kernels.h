@@ -39,6 +39,13 @@ struct KernelTable {
   // ldx in blocks (>= Groups(cols)).
   void (*gemm_w4a8)(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
                     int64_t ldy, int64_t r0, int64_t r1) = nullptr;
+  // The tier whose kernel each matmul entry holds: `tier` for the table's own kernels, lower
+  // for one it shares (the amx table's GEMVs are the AVX-512 ones) or one the tier choice
+  // picked (ChosenKernelsFor). The forward pass reports these per chunk (what ran).
+  IsaTier gemv_w8a16_tier = IsaTier::kScalar;
+  IsaTier gemm_w8a16_tier = IsaTier::kScalar;
+  IsaTier gemv_w4a8_tier = IsaTier::kScalar;
+  IsaTier gemm_w4a8_tier = IsaTier::kScalar;
   // n % 32 == 0: n / 32 blocks (see BlockQ8A, BlockQ16A).
   void (*quantize_q8a)(const float* x, int64_t n, BlockQ8A* out) = nullptr;
   void (*quantize_q16a)(const float* x, int64_t n, BlockQ16A* out) = nullptr;

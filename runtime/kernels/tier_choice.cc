@@ -203,10 +203,18 @@ const KernelTable& ChosenKernelsFor(IsaTier ceiling) {
       KernelTable k = KernelsFor(tier);
       if (IsaTierSupported(tier)) {
         const auto chosen = ChosenTiers(tier);
-        k.gemv_w8a16 = KernelsFor(chosen[0]).gemv_w8a16;
-        k.gemm_w8a16 = KernelsFor(chosen[1]).gemm_w8a16;
-        k.gemv_w4a8 = KernelsFor(chosen[2]).gemv_w4a8;
-        k.gemm_w4a8 = KernelsFor(chosen[3]).gemm_w4a8;
+        const KernelTable& gemv_w8a16 = KernelsFor(chosen[0]);
+        const KernelTable& gemm_w8a16 = KernelsFor(chosen[1]);
+        const KernelTable& gemv_w4a8 = KernelsFor(chosen[2]);
+        const KernelTable& gemm_w4a8 = KernelsFor(chosen[3]);
+        k.gemv_w8a16 = gemv_w8a16.gemv_w8a16;
+        k.gemv_w8a16_tier = gemv_w8a16.gemv_w8a16_tier;
+        k.gemm_w8a16 = gemm_w8a16.gemm_w8a16;
+        k.gemm_w8a16_tier = gemm_w8a16.gemm_w8a16_tier;
+        k.gemv_w4a8 = gemv_w4a8.gemv_w4a8;
+        k.gemv_w4a8_tier = gemv_w4a8.gemv_w4a8_tier;
+        k.gemm_w4a8 = gemm_w4a8.gemm_w4a8;
+        k.gemm_w4a8_tier = gemm_w4a8.gemm_w4a8_tier;
       }
       r[static_cast<size_t>(i)] = k;
     }

@@ -184,6 +184,7 @@ struct RunStats {
   int64_t mask_ns = 0;     // part of gen_ns spent on the --schema / --grammar mask
   int64_t masked = 0;      // tokens sampled under it
   int64_t tile_gemms = 0;  // GEMM calls that ran on AMX tiles (ChunkResult::tile_gemms)
+  uint32_t gemv_tiers = 0, gemm_tiers = 0;  // the kernels' tiers (ChunkResult::gemv_tiers)
   size_t generated = 0;
   rt::StopReason stop = rt::StopReason::kMaxTokens;
   rt::ChunkResult last;  // what the last chunk ran
@@ -209,6 +210,8 @@ ari::runtime::Result<RunStats> RunTurn(rt::Engine& e, const rt::ChunkKnobs& knob
     st.mask_ns += r->mask_ns;
     st.masked += r->masked_tokens;
     st.tile_gemms += r->tile_gemms;
+    st.gemv_tiers |= r->gemv_tiers;
+    st.gemm_tiers |= r->gemm_tiers;
     st.last = *r;
     text.append(r->text);
     if (!filter.Update(&by_callback)) {
@@ -299,9 +302,12 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
                      : 0.0);
   }
   std::fprintf(stderr,
-               "ari-run: ran %s, %s, %d threads, KV %s, %lld GEMM calls on AMX tiles (%s)\n",
+               "ari-run: ran %s, %s (GEMV kernels %s, GEMM kernels %s), %d threads, KV %s, %lld "
+               "GEMM calls on AMX tiles (%s)\n",
                std::string(rt::PrecisionName(st->last.precision)).c_str(),
-               std::string(rt::kernels::IsaTierName(st->last.isa)).c_str(), st->last.threads,
+               std::string(rt::kernels::IsaTierName(st->last.isa)).c_str(),
+               rt::kernels::IsaTiersText(st->gemv_tiers).c_str(),
+               rt::kernels::IsaTiersText(st->gemm_tiers).c_str(), st->last.threads,
                std::string(rt::KvTypeName(st->last.kv_type)).c_str(),
                static_cast<long long>(st->tile_gemms), e.loaded_path().c_str());
   return 0;

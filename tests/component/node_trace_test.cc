@@ -76,6 +76,7 @@ TEST(NodeTrace, EveryChunkOverDdsSaysWhatRanNextToWhatWasDecided) {
     ASSERT_TRUE(stream.has_value()) << stream.error().ToString();
     int traced = 0;
     uint64_t tile_gemms = 0;
+    int gemm_chunks = 0;
     bool ran_amx = false;
     bool amx_gemm = false;  // the host's tier choice put that precision's GEMM on AMX
     for (;;) {
@@ -123,6 +124,27 @@ TEST(NodeTrace, EveryChunkOverDdsSaysWhatRanNextToWhatWasDecided) {
         EXPECT_EQ(c->ran_tile_gemms, 0u);
       }
       tile_gemms += c->ran_tile_gemms;
+      // The matmul kernels the chunk called: none above the tier that ran, in the text;
+      // tiles counted only where the GEMMs were the AMX ones.
+      const uint32_t kernels = c->ran_gemv_isas | c->ran_gemm_isas;
+      EXPECT_NE(kernels, 0u);
+      for (int t = 0; t < runtime::kernels::kNumIsaTiers; ++t) {
+        if ((kernels >> t & 1u) == 0) continue;
+        EXPECT_LE(runtime::kernels::IsaTierRank(static_cast<runtime::kernels::IsaTier>(t)),
+                  runtime::kernels::IsaTierRank(
+                      static_cast<runtime::kernels::IsaTier>(dds::RawEnum(ran.isa))));
+      }
+      const std::string text = component::ChunkTraceText(*c);
+      EXPECT_TRUE(text.find(" | gemv ") != std::string::npos ||
+                  text.find(" | gemm ") != std::string::npos);
+      if (c->ran_tile_gemms > 0) {
+        EXPECT_NE(c->ran_gemm_isas & (1u << ari_ISA_AMX), 0u);
+        EXPECT_NE(text.find(" | gemm amx"), std::string::npos);
+      }
+      gemm_chunks += c->ran_gemm_isas != 0 ? 1 : 0;
+    }
+    if (prompt == kLong) {
+      EXPECT_GT(gemm_chunks, 0) << "a 27-token prefill without a GEMM";
     }
     EXPECT_GT(traced, 0);
     if (prompt == kLong && ran_amx && amx_gemm) {

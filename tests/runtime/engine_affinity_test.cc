@@ -245,5 +245,85 @@ TEST(EngineAffinity, AmxTilesRunOnlyWhereDecidedAndAreObserved) {
   ASSERT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
 }
 
+// The tier whose own kernel a table of tier t holds for a kind of matmul (docs/deployment.md):
+// amx shares the AVX-512 GEMVs; the NEON tiers share NEON's W8A16 matmuls, and i8mm
+// dotprod's W4A8 GEMV.
+kernels::IsaTier OwnTier(kernels::MatmulFamily f, kernels::IsaTier t) {
+  using kernels::IsaTier;
+  using kernels::MatmulFamily;
+  const bool gemv = f == MatmulFamily::kGemvW8A16 || f == MatmulFamily::kGemvW4A8;
+  const bool w8 = f == MatmulFamily::kGemvW8A16 || f == MatmulFamily::kGemmW8A16;
+  switch (t) {
+    case IsaTier::kAmx: return gemv ? IsaTier::kAvx512Vnni : IsaTier::kAmx;
+    case IsaTier::kNeonDotprod: return w8 ? IsaTier::kNeon : IsaTier::kNeonDotprod;
+    case IsaTier::kNeonI8mm:
+      return w8 ? IsaTier::kNeon : gemv ? IsaTier::kNeonDotprod : IsaTier::kNeonI8mm;
+    default: return t;
+  }
+}
+
+uint32_t Bit(kernels::IsaTier t) { return 1u << static_cast<int>(t); }
+
+// Every chunk reports the matmul kernels it called (ChunkResult::gemv_tiers / gemm_tiers):
+// under every ceiling this CPU supports, a 40-token prompt's prefill chunks (32 + 8 tokens)
+// ran the GEMM of the tier this host's tier choice picked for the precision, the decode
+// chunks that tier's GEMV and no GEMM, never above the ceiling.
+TEST(EngineAffinity, ChunksReportTheMatmulKernelsTheyCalled) {
+  ARI_REQUIRE_MODEL(ck, "llama2c/stories260K/stories260K.bin");
+  const auto& mp = testing::Stories260K();
+  ASSERT_TRUE(mp.ok);
+  auto e = MakeEngine(mp.pack);
+  ASSERT_TRUE(e);
+  std::vector<TokenId> prompt(40);
+  prompt[0] = 1;
+  for (size_t i = 1; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(300 + i);
+  for (int ti = 0; ti < kernels::kNumIsaTiers; ++ti) {
+    const auto ceiling = static_cast<kernels::IsaTier>(ti);
+    if (!kernels::IsaTierInFamily(ceiling) || !kernels::IsaTierSupported(ceiling)) continue;
+    const auto chosen = kernels::ChosenTiers(ceiling);
+    for (Precision p : {Precision::kW8A16, Precision::kW4A8}) {
+      SCOPED_TRACE(std::string(kernels::IsaTierName(ceiling)) + " " +
+                   std::string(PrecisionName(p)));
+      const bool w8 = p == Precision::kW8A16;
+      const auto gemv = w8 ? kernels::MatmulFamily::kGemvW8A16 : kernels::MatmulFamily::kGemvW4A8;
+      const auto gemm = w8 ? kernels::MatmulFamily::kGemmW8A16 : kernels::MatmulFamily::kGemmW4A8;
+      const kernels::IsaTier gemv_tier = OwnTier(gemv, chosen[static_cast<size_t>(gemv)]);
+      const kernels::IsaTier gemm_tier = OwnTier(gemm, chosen[static_cast<size_t>(gemm)]);
+      EXPECT_LE(kernels::IsaTierRank(gemv_tier), kernels::IsaTierRank(ceiling));
+      EXPECT_LE(kernels::IsaTierRank(gemm_tier), kernels::IsaTierRank(ceiling));
+      TurnSpec ts;
+      ts.prompt = prompt;
+      ts.max_tokens = 3;
+      ts.keep_context = false;
+      ASSERT_TRUE(e->StartTurn(0, ts).has_value());
+      ChunkKnobs k;
+      k.precision = p;
+      k.max_isa = ceiling;
+      k.prefill_tokens = 32;
+      int prefills = 0, decodes = 0;
+      for (bool done = false; !done;) {
+        auto r = e->RunChunk(0, k);
+        ASSERT_TRUE(r.has_value());
+        EXPECT_EQ(r->isa, ceiling);
+        if (r->phase == ChunkPhase::kPrefill) {
+          ++prefills;
+          EXPECT_EQ(r->gemm_tiers, Bit(gemm_tier)) << kernels::IsaTiersText(r->gemm_tiers);
+          // The last prompt token's logits may come from a GEMV in the same chunk.
+          EXPECT_TRUE(r->gemv_tiers == 0 || r->gemv_tiers == Bit(gemv_tier))
+              << kernels::IsaTiersText(r->gemv_tiers);
+        } else {
+          ++decodes;
+          EXPECT_EQ(r->gemm_tiers, 0u) << kernels::IsaTiersText(r->gemm_tiers);
+          EXPECT_EQ(r->gemv_tiers, Bit(gemv_tier)) << kernels::IsaTiersText(r->gemv_tiers);
+        }
+        done = r->finished;
+      }
+      EXPECT_EQ(prefills, 2);
+      EXPECT_GE(decodes, 1);
+    }
+  }
+  ASSERT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
+}
+
 }  // namespace
 }  // namespace ari::runtime

@@ -11,6 +11,7 @@
 #include "runtime/kernels/cpu_features.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/pack.h"
+#include "runtime/kernels/tier_choice.h"
 #include "tests/runtime/kernels_test_util.h"
 
 namespace ari::runtime::kernels {
@@ -144,6 +145,46 @@ TEST_F(DispatchTest, UncompiledTiersFallBack) {
       EXPECT_LT(IsaTierRank(k.tier), IsaTierRank(t)) << IsaTierName(t);
     }
   }
+}
+
+// Each matmul entry names the tier whose own kernel it holds (what the forward pass
+// reports per chunk as the kernels that ran): that tier's table holds the same kernel, no
+// lower compiled tier does, and it is not above the table's. Also for the tables with the
+// measured choice (ChosenKernelsFor).
+template <class Fn>
+void ExpectOwnTier(const KernelTable& k, Fn KernelTable::*fn, IsaTier KernelTable::*tier,
+                   const char* what) {
+  SCOPED_TRACE(std::string(IsaTierName(k.tier)) + " " + what);
+  const IsaTier e = k.*tier;
+  ASSERT_TRUE(IsaTierCompiled(e)) << IsaTierName(e);
+  EXPECT_LE(IsaTierRank(e), IsaTierRank(k.tier)) << IsaTierName(e);
+  EXPECT_EQ(KernelsFor(e).*fn, k.*fn) << IsaTierName(e);
+  for (int i = 0; i < kNumIsaTiers; ++i) {
+    const auto u = static_cast<IsaTier>(i);
+    if (IsaTierCompiled(u) && IsaTierInFamily(u) && IsaTierRank(u) < IsaTierRank(e)) {
+      EXPECT_NE(KernelsFor(u).*fn, k.*fn) << IsaTierName(e) << " inherits from " << IsaTierName(u);
+    }
+  }
+}
+
+void ExpectOwnTiers(const KernelTable& k) {
+  ExpectOwnTier(k, &KernelTable::gemv_w8a16, &KernelTable::gemv_w8a16_tier, "gemv_w8a16");
+  ExpectOwnTier(k, &KernelTable::gemm_w8a16, &KernelTable::gemm_w8a16_tier, "gemm_w8a16");
+  ExpectOwnTier(k, &KernelTable::gemv_w4a8, &KernelTable::gemv_w4a8_tier, "gemv_w4a8");
+  ExpectOwnTier(k, &KernelTable::gemm_w4a8, &KernelTable::gemm_w4a8_tier, "gemm_w4a8");
+}
+
+TEST_F(DispatchTest, MatmulEntriesNameTheirOwnTier) {
+  for (int i = 0; i < kNumIsaTiers; ++i) {
+    const auto t = static_cast<IsaTier>(i);
+    if (!IsaTierInFamily(t)) continue;
+    ExpectOwnTiers(KernelsFor(t));
+    if (IsaTierSupported(t)) ExpectOwnTiers(ChosenKernelsFor(t));
+  }
+#if defined(__x86_64__)
+  EXPECT_EQ(KernelsFor(IsaTier::kAmx).gemv_w8a16_tier, IsaTier::kAvx512Vnni);  // shared
+  EXPECT_EQ(KernelsFor(IsaTier::kAmx).gemm_w4a8_tier, IsaTier::kAmx);
+#endif
 }
 
 // The governor lowers the tier between chunks: the dispatching entry points switch paths

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "runtime/kernels/tier_choice.h"
 #include "tests/runtime/engine_fixture.h"
 
 namespace ari::runtime {
@@ -82,6 +83,15 @@ TEST(PerfBench, RunsAndReportsTheIsaCeiling) {
     ASSERT_TRUE(r.has_value()) << r.error().ToString();
     EXPECT_EQ(r->isa, std::string(kernels::IsaTierName(ceiling)));
     EXPECT_NE(r->ToJson().find("\"isa\":\"" + r->isa + "\""), std::string::npos);
+    // The kernels the chunks called: the tier choice's for W4A8 under this ceiling, and the
+    // GEMV a tier at or below it.
+    const auto chosen = kernels::ChosenTiers(ceiling);
+    const auto gemm = chosen[static_cast<size_t>(kernels::MatmulFamily::kGemmW4A8)];
+    EXPECT_EQ(r->gemm_isas, std::string(kernels::IsaTierName(gemm)));
+    auto gemv = kernels::ParseIsaTier(r->gemv_isas);
+    ASSERT_TRUE(gemv.has_value()) << r->gemv_isas;
+    EXPECT_LE(kernels::IsaTierRank(*gemv), kernels::IsaTierRank(ceiling));
+    EXPECT_NE(r->ToTable().find("GEMM kernels " + r->gemm_isas), std::string::npos);
   }
   ASSERT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
 }
