@@ -56,7 +56,6 @@ void MatRows(const MatJob& j, int m, int64_t r0, int64_t r1, FastForward::Matmul
     } else {
       k.gemv_w4a8(w, j.aq, j.y[m], r0, r1);
     }
-    ++ran.gemv_calls;
     ran.gemv_tiers |= 1u << static_cast<int>(w8 ? k.gemv_w8a16_tier : k.gemv_w4a8_tier);
     return;
   }
@@ -65,7 +64,6 @@ void MatRows(const MatJob& j, int m, int64_t r0, int64_t r1, FastForward::Matmul
   } else {
     k.gemm_w4a8(w, j.aq, kernels::Groups(w.cols), j.n, j.y[m], w.rows, r0, r1);
   }
-  ++ran.gemm_calls;
   ran.gemm_tiers |= 1u << static_cast<int>(w8 ? k.gemm_w8a16_tier : k.gemm_w4a8_tier);
 }
 
@@ -202,8 +200,6 @@ uint64_t FastForward::WorkspaceBytes(const ModelConfig& c, int32_t max_tokens, i
 FastForward::MatmulsRan FastForward::TakeMatmulsRan() {
   MatmulsRan sum;
   for (RanNotes& c : ran_) {
-    sum.gemv_calls += c.ran.gemv_calls;
-    sum.gemm_calls += c.ran.gemm_calls;
     sum.gemv_tiers |= c.ran.gemv_tiers;
     sum.gemm_tiers |= c.ran.gemm_tiers;
     sum.tile_gemms += c.ran.tile_gemms;

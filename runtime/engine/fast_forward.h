@@ -101,15 +101,13 @@ class FastForward {
 
   int32_t max_tokens() const { return max_tokens_; }
 
-  // The matmul kernels this forward pass ran since the last Take, noted per participant on
-  // its own thread around every matmul unit: per kind the calls and the tiers of the table
-  // entries called (bit t = IsaTier t: the entry's own tier, below the table's where the
-  // tier choice picked a lower one or the table shares a lower tier's kernel), and the GEMM
+  // The matmul kernels this forward pass ran since the last Take, noted per participant
+  // on its own thread around every matmul unit: per kind the tiers of the table entries
+  // called (bit t = IsaTier t: the entry's own tier, below the table's where the tier
+  // choice picked a lower one or the table shares a lower tier's kernel), and the GEMM
   // calls the AMX kernels counted on tiles (kernels::TileGemmsOnThisThread). Take between
   // dispatches (the pool's barrier orders the notes before it).
   struct MatmulsRan {
-    int64_t gemv_calls = 0;
-    int64_t gemm_calls = 0;
     uint32_t gemv_tiers = 0;
     uint32_t gemm_tiers = 0;
     uint64_t tile_gemms = 0;

@@ -189,6 +189,25 @@ TEST(EngineAffinity, IsaTierOfTheOtherFamilyIsReportedRefused) {
   ASSERT_TRUE(kernels::SetMaxIsaTier(kernels::BestIsaTier()).has_value());
 }
 
+// Starts a fresh turn of a 40-token prompt on slot 0 and returns knobs that prefill it in a
+// 32- and an 8-token chunk under `ceiling`, then decode up to max_tokens.
+Result<ChunkKnobs> StartSplitPrefill(Engine& e, Precision p, kernels::IsaTier ceiling,
+                                     int32_t max_tokens) {
+  std::vector<TokenId> prompt(40);
+  prompt[0] = 1;
+  for (size_t i = 1; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(300 + i);
+  TurnSpec ts;
+  ts.prompt = prompt;
+  ts.max_tokens = max_tokens;
+  ts.keep_context = false;
+  if (auto st = e.StartTurn(0, ts); !st) return std::unexpected(st.error());
+  ChunkKnobs k;
+  k.precision = p;
+  k.max_isa = ceiling;
+  k.prefill_tokens = 32;
+  return k;
+}
+
 // The AMX tiles run when the ceiling allows them, the host's tier choice picked the AMX
 // GEMM and the chunk has 16 tokens or more, and the chunk says so from inside the kernels
 // (ChunkResult::tile_gemms): a 40-token prompt in a 32- and an 8-token chunk, then decode, under
@@ -201,26 +220,16 @@ TEST(EngineAffinity, AmxTilesRunOnlyWhereDecidedAndAreObserved) {
   ASSERT_TRUE(e);
   const bool amx = kernels::IsaTierSupported(kernels::IsaTier::kAmx);
   if (!amx) std::printf("[ note     ] this CPU has no AMX tier: every chunk must count 0 tiles\n");
-  std::vector<TokenId> prompt(40);
-  prompt[0] = 1;
-  for (size_t i = 1; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(300 + i);
   for (kernels::IsaTier ceiling : {kernels::BestIsaTier(), kernels::IsaTier::kAvx512Vnni}) {
     if (!kernels::IsaTierInFamily(ceiling)) continue;
     for (Precision p : {Precision::kW8A16, Precision::kW4A8}) {
       SCOPED_TRACE(std::string(kernels::IsaTierName(ceiling)) + " " +
                    std::string(PrecisionName(p)));
-      TurnSpec ts;
-      ts.prompt = prompt;
-      ts.max_tokens = 4;
-      ts.keep_context = false;
-      ASSERT_TRUE(e->StartTurn(0, ts).has_value());
-      ChunkKnobs k;
-      k.precision = p;
-      k.max_isa = ceiling;
-      k.prefill_tokens = 32;
+      const auto k = StartSplitPrefill(*e, p, ceiling, 4);
+      ASSERT_TRUE(k.has_value()) << k.error().ToString();
       std::vector<int32_t> tiles;
       for (bool done = false; !done;) {
-        auto r = e->RunChunk(0, k);
+        auto r = e->RunChunk(0, *k);
         ASSERT_TRUE(r.has_value());
         // The ceiling allows the tiles, and this host's measured tier choice (tier_choice.h)
         // picked the AMX GEMM for the precision (under ASan it may not).
@@ -274,9 +283,6 @@ TEST(EngineAffinity, ChunksReportTheMatmulKernelsTheyCalled) {
   ASSERT_TRUE(mp.ok);
   auto e = MakeEngine(mp.pack);
   ASSERT_TRUE(e);
-  std::vector<TokenId> prompt(40);
-  prompt[0] = 1;
-  for (size_t i = 1; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(300 + i);
   for (int ti = 0; ti < kernels::kNumIsaTiers; ++ti) {
     const auto ceiling = static_cast<kernels::IsaTier>(ti);
     if (!kernels::IsaTierInFamily(ceiling) || !kernels::IsaTierSupported(ceiling)) continue;
@@ -291,18 +297,11 @@ TEST(EngineAffinity, ChunksReportTheMatmulKernelsTheyCalled) {
       const kernels::IsaTier gemm_tier = OwnTier(gemm, chosen[static_cast<size_t>(gemm)]);
       EXPECT_LE(kernels::IsaTierRank(gemv_tier), kernels::IsaTierRank(ceiling));
       EXPECT_LE(kernels::IsaTierRank(gemm_tier), kernels::IsaTierRank(ceiling));
-      TurnSpec ts;
-      ts.prompt = prompt;
-      ts.max_tokens = 3;
-      ts.keep_context = false;
-      ASSERT_TRUE(e->StartTurn(0, ts).has_value());
-      ChunkKnobs k;
-      k.precision = p;
-      k.max_isa = ceiling;
-      k.prefill_tokens = 32;
+      const auto k = StartSplitPrefill(*e, p, ceiling, 3);
+      ASSERT_TRUE(k.has_value()) << k.error().ToString();
       int prefills = 0, decodes = 0;
       for (bool done = false; !done;) {
-        auto r = e->RunChunk(0, k);
+        auto r = e->RunChunk(0, *k);
         ASSERT_TRUE(r.has_value());
         EXPECT_EQ(r->isa, ceiling);
         if (r->phase == ChunkPhase::kPrefill) {
