@@ -1,9 +1,10 @@
 // Cross-vendor DDS: a client built with eProsima Fast DDS (types generated from
 // idl/ari.idl by fastddsgen at build time) against a real ari-node (Cyclone DDS), over
 // loopback only (Fast DDS: UDPv4 on 127.0.0.1, no multicast, no shared memory; the node:
-// config/cyclonedds-lo.xml). It waits for the node's READY status, streams a request and
-// checks the whole stream, cancels a second one, disposes a third, unregisters every
-// instance, and finds no warning in the node's log. docs/reliability.md "Cross-vendor DDS".
+// config/cyclonedds-lo.xml). It waits for the node's READY status and a handshake (both
+// sides of discovery), streams a request and checks the whole stream, cancels a second
+// one, disposes a third, unregisters every instance, and finds no warning in the node's
+// log. docs/reliability.md "Cross-vendor DDS".
 #include <fastdds/rtps/transport/UDPv4TransportDescriptor.h>
 #include <fastrtps/utils/IPLocator.h>
 #include <gtest/gtest.h>
@@ -133,6 +134,39 @@ class FastDdsClient {
     return false;
   }
 
+  // Discovery is two-sided: our writers matching the node's readers (WaitReady) does not
+  // mean the node's readers matched our writers yet, and a volatile reader drops what a
+  // writer it has not discovered sent. A real client handshakes: a cancel, then its
+  // request, repeated under fresh ids until the node answers one CANCELLED. That answer
+  // proves the node reads our request and cancel writers and we read its chunks.
+  bool Handshake(std::chrono::seconds timeout, std::string* why) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    int tries = 0;
+    for (uint64_t probe = kFirstProbe; std::chrono::steady_clock::now() < end; ++probe) {
+      ++tries;
+      ari::Cancel c = MakeCancel(probe);
+      if (!cancel_writer_->write(&c)) break;
+      std::this_thread::sleep_for(300ms);
+      ari::Request r = MakeRequest(probe, "Once", 1);
+      if (!request_writer_->write(&r)) break;
+      for (uint64_t p = kFirstProbe; p <= probe; ++p) {
+        const auto got = AwaitTerminal(p, p == probe ? 2s : 0s);
+        if (!got.empty() && got.back().status() == ari::STATUS_CANCELLED) return true;
+      }
+    }
+    *why = "no probe answered CANCELLED after " + std::to_string(tries) + " tries";
+    return false;
+  }
+
+  ari::Cancel MakeCancel(uint64_t counter) {
+    ari::Cancel c;
+    c.key_hi(kNonce);
+    c.key_lo(counter);
+    SetText(c.request_id(), RequestId(counter));
+    SetText(c.client_id(), "fastdds");
+    return c;
+  }
+
   ari::Request MakeRequest(uint64_t counter, const std::string& prompt, uint32_t max_tokens) {
     ari::Request r;
     r.key_hi(kNonce);
@@ -170,6 +204,7 @@ class FastDdsClient {
   }
 
   static constexpr uint64_t kNonce = 0x5eed0f00dca11ab1ull;
+  static constexpr uint64_t kFirstProbe = 1000;  // handshake ids, apart from the test's
   fdds::DataWriter* request_writer_ = nullptr;
   fdds::DataWriter* cancel_writer_ = nullptr;
 
@@ -209,6 +244,7 @@ TEST(FastDdsInterop, StreamCancelDisposeAndUnregisterAgainstRealNode) {
   ASSERT_TRUE(client.Create(TestDomainId()));
   std::string why;
   ASSERT_TRUE(client.WaitReady(60s, &why)) << why << "\n" << node.Log();
+  ASSERT_TRUE(client.Handshake(60s, &why)) << why << "\n" << node.Log();
 
   // 1. A whole stream.
   ari::Request r1 = client.MakeRequest(1, "Once upon a time", 40);
@@ -232,11 +268,7 @@ TEST(FastDdsInterop, StreamCancelDisposeAndUnregisterAgainstRealNode) {
 
   // 2. A cancel (sent first: the node answers the request CANCELLED on arrival; the
   // topics are independent, so it waits for the cancel to land).
-  ari::Cancel c2;
-  c2.key_hi(FastDdsClient::kNonce);
-  c2.key_lo(2);
-  SetText(c2.request_id(), FastDdsClient::RequestId(2));
-  SetText(c2.client_id(), "fastdds");
+  ari::Cancel c2 = client.MakeCancel(2);
   ASSERT_EQ(client.cancel_writer_->write(&c2), true);
   std::this_thread::sleep_for(300ms);
   ari::Request r2 = client.MakeRequest(2, "Once upon a time", 200);
