@@ -139,15 +139,15 @@ void GenerateMemory(const MemorySpec& spec, uint64_t duration_ms, Prng& rng,
   }
 }
 
-void GenerateSoc(const SocSpec& spec, const std::function<double(double)>& ambient,
-                 std::span<const Job> jobs, uint64_t duration_ms, Prng& rng,
-                 std::vector<dl::Event>* out) {
+Result<void> GenerateSoc(const SocSpec& spec, const std::function<double(double)>& ambient,
+                         std::span<const Job> jobs, uint64_t duration_ms, Prng& rng,
+                         std::vector<dl::Event>* out) {
   thermal::RcParams params;
   params.idle_power_w = spec.base_power_w;
   params.ambient_celsius = ambient(0);
   params.initial_celsius = spec.initial_celsius;
   auto created = thermal::RcModel::Create(params);
-  if (!created) return;  // parameters are fixed and valid: cannot happen
+  if (!created) return MakeError(ErrorCode::kInternal, created.error().message);
   thermal::RcModel model = *created;
 
   // Jobs served one at a time, in arrival order: busy intervals.
@@ -202,9 +202,14 @@ void GenerateSoc(const SocSpec& spec, const std::function<double(double)>& ambie
     thermal::RcLoad load;
     load.active_cores = 4;
     load.busy_fraction = std::clamp(busy_s, 0.0, 1.0) * (cap_level == 0 ? 1.0 : 0.6);
-    (void)model.SetAmbient(ambient(t));
-    (void)model.Step(1.0, load);
+    if (auto a = model.SetAmbient(ambient(t)); !a) {
+      return MakeError(ErrorCode::kInternal, a.error().message);
+    }
+    if (auto st = model.Step(1.0, load); !st) {
+      return MakeError(ErrorCode::kInternal, st.error().message);
+    }
   }
+  return {};
 }
 
 }  // namespace ari::sim::internal

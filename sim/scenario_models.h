@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "idl/drive_log.pb.h"
+#include "sim/error.h"
 #include "sim/prng.h"
 
 namespace ari::sim::internal {
@@ -45,9 +46,9 @@ struct SocSpec {
 };
 // soc_temperature every 1 s and cpu_frequency_cap on changes (one at t = 0).
 // `ambient` gives the true ambient (C) at a time (s); jobs sorted by arrival.
-void GenerateSoc(const SocSpec& spec, const std::function<double(double)>& ambient,
-                 std::span<const Job> jobs, uint64_t duration_ms, Prng& rng,
-                 std::vector<dl::Event>* out);
+Result<void> GenerateSoc(const SocSpec& spec, const std::function<double(double)>& ambient,
+                         std::span<const Job> jobs, uint64_t duration_ms, Prng& rng,
+                         std::vector<dl::Event>* out);
 
 // Rounds to one decimal (sensor resolution), turning -0.0 into 0.0.
 double Round1(double v);

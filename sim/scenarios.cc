@@ -337,7 +337,10 @@ Result<dl::DriveLog> GenerateScenario(const ScenarioOptions& options) {
                    [](const dl::Event& a, const dl::Event& b) { return a.t_ms() < b.t_ms(); });
   const std::vector<Job> jobs = JobsOf(*requests);
   Prng soc_rng(SubSeed(seed, 3));
-  internal::GenerateSoc(spec.soc, spec.ambient, jobs, duration, soc_rng, &events);
+  if (auto soc = internal::GenerateSoc(spec.soc, spec.ambient, jobs, duration, soc_rng, &events);
+      !soc) {
+    return MakeError(ErrorCode::kInternal, "scenario SoC model: " + soc.error().message);
+  }
   Prng memory_rng(SubSeed(seed, 4));
   internal::GenerateMemory(spec.memory, duration, memory_rng, &events);
   for (auto& e : *requests) events.push_back(std::move(e));

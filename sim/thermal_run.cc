@@ -187,8 +187,8 @@ Result<thermal::CpuTopology> RunTopology(const ThermalRunOptions& o) {
 // The load: a NORMAL request whenever none is queued, a CRITICAL one every
 // critical_every_s; steps the scheduler in virtual time until the run's end. Returns
 // the highest die temperature seen.
-double DriveLoad(const ThermalRunOptions& o, Scheduler& s, thermal::ManualClock& clock,
-                 thermal::RcModelSource& source) {
+Result<double> DriveLoad(const ThermalRunOptions& o, Scheduler& s, thermal::ManualClock& clock,
+                         thermal::RcModelSource& source) {
   const int64_t end = thermal::SecondsToNs(o.duration_s);
   const int64_t critical_period =
       o.critical_every_s > 0 ? thermal::SecondsToNs(o.critical_every_s) : 0;
@@ -198,7 +198,9 @@ double DriveLoad(const ThermalRunOptions& o, Scheduler& s, thermal::ManualClock&
   double max_die = source.model().die_celsius();
   while (clock.NowNs() < end) {
     const int64_t t = clock.NowNs();
-    (void)source.SetAmbient(AmbientAt(o, thermal::NsToSeconds(t)));  // finite: checked
+    if (auto a = source.SetAmbient(AmbientAt(o, thermal::NsToSeconds(t))); !a) {
+      return MakeError(ErrorCode::kInvalidArgument, a.error().message);
+    }
     if (s.QueueDepths()[static_cast<size_t>(Rank(Urgency::kNormal))] == 0) {
       s.Submit(MakeReq(next_normal_id, Urgency::kNormal, o.normal_prompt, o.vocab_size,
                        o.normal_max_tokens));
@@ -257,9 +259,10 @@ Result<ThermalRunResult> RunThermal(const ThermalRunOptions& o) {
   if (!sched) return MakeError(ErrorCode::kInvalidArgument, sched.error().message);
   Scheduler& s = **sched;
 
-  const double max_die = DriveLoad(o, s, clock, source);
+  const Result<double> max_die = DriveLoad(o, s, clock, source);
   s.Shutdown("thermal run over");
-  out.max_die_c = max_die;
+  if (!max_die) return MakeError(max_die.error().code, "thermal run: " + max_die.error().message);
+  out.max_die_c = *max_die;
   out.final_die_c = source.model().die_celsius();
   out.chunks = runner.chunks();
   const double virt = thermal::NsToSeconds(std::max<int64_t>(clock.NowNs(), 1));

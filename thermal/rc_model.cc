@@ -81,7 +81,11 @@ Result<void> RcModel::Step(double dt_s, const RcLoad& load) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "rc model: step must be finite and >= 0, got " + std::to_string(dt_s));
   }
-  if (dt_s == 0.0) return {};
+  if (dt_s > 0.0) Advance(dt_s, load);
+  return {};
+}
+
+void RcModel::Advance(double dt_s, const RcLoad& load) {
   const double power = PowerW(load);
   if (params_.nodes == 1) {
     const double target = SteadyStateDie(load);
@@ -103,7 +107,6 @@ Result<void> RcModel::Step(double dt_s, const RcLoad& load) {
     pkg_c_ = pkg_star + m10 * y0 + m11 * y1;
   }
   time_s_ += dt_s;
-  return {};
 }
 
 Result<void> RcModel::SetAmbient(double celsius) {
@@ -132,7 +135,7 @@ RcModelSource::RcModelSource(RcModel model, const Clock& clock, ValidationLimits
 void RcModelSource::AdvanceToNow() {
   const int64_t now = clock_.NowNs();
   if (now > last_ns_) {
-    (void)model_.Step(NsToSeconds(now - last_ns_), load_);  // dt > 0 and finite: cannot fail
+    model_.Advance(NsToSeconds(now - last_ns_), load_);  // dt > 0 and finite
     last_ns_ = now;
   }
 }

@@ -72,6 +72,8 @@ class RcModel {
   // Advances virtual time by dt_s seconds (finite, >= 0) with constant load and
   // the current ambient. Returns kInvalidArgument (state unchanged) otherwise.
   Result<void> Step(double dt_s, const RcLoad& load);
+  // Step without the check, for callers whose dt_s is finite and > 0 by construction.
+  void Advance(double dt_s, const RcLoad& load);
 
   // Changes the ambient (finite) from now on.
   Result<void> SetAmbient(double celsius);

@@ -255,9 +255,14 @@ void ClientCore::OnLiveliness() {
 
 void ClientCore::OnMatched() {
   // Reading the statuses resets them; waiters re-check the matches themselves.
-  (void)request_writer_.MatchedReaders();
-  if (critical_writer_.handle() > 0) (void)critical_writer_.MatchedReaders();
-  (void)chunk_reader_.MatchedWriters();
+  const auto check = [](const char* what, const Result<uint32_t>& r) {
+    if (!r) std::fprintf(stderr, "ari client: %s: %s\n", what, r.error().ToString().c_str());
+  };
+  check("request writer matches", request_writer_.MatchedReaders());
+  if (critical_writer_.handle() > 0) {
+    check("critical request writer matches", critical_writer_.MatchedReaders());
+  }
+  check("chunk reader matches", chunk_reader_.MatchedWriters());
   if (participant_.domain().shared_memory_enabled() && NodeReady(std::nullopt, false)) {
     (void)IceoryxReadyAt();
   }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -156,7 +157,13 @@ Entity& Entity::operator=(Entity&& o) noexcept {
 
 void Entity::Reset() {
   // Deleting a child whose parent is already gone returns BAD_PARAMETER: harmless.
-  if (handle_ > 0) (void)dds_delete(handle_);
+  if (handle_ > 0) {
+    const dds_return_t rc = dds_delete(handle_);
+    if (rc != DDS_RETCODE_OK && rc != DDS_RETCODE_BAD_PARAMETER) {
+      std::fprintf(stderr, "ari: dds_delete(%d): %s\n", static_cast<int>(handle_),
+                   dds_strretcode(rc));
+    }
+  }
   handle_ = 0;
 }
 

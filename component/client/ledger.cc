@@ -1,6 +1,7 @@
 #include "component/client/ledger.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace ari::component {
@@ -63,7 +64,9 @@ Result<std::unique_ptr<ChunkLedger>> ChunkLedger::Create(std::shared_ptr<dds::Do
 
 ChunkLedger::~ChunkLedger() {
   if (thread_.joinable()) {
-    (void)stop_.Trigger();
+    if (auto r = stop_.Trigger(); !r) {
+      std::fprintf(stderr, "ari: chunk ledger stop: %s\n", r.error().ToString().c_str());
+    }
     thread_.join();
   }
 }

@@ -88,7 +88,9 @@ Result<SandboxReport> EnterSandbox(const SandboxOptions& options) {
   }
   r.no_new_privs = true;
   r.note = "no_new_privs";
-  (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {  // before Linux 4.3
+    r.note += std::string("; ambient capabilities not cleared (") + std::strerror(errno) + ")";
+  }
   // Needs CAP_SETPCAP (root); without it the bounding set is left as it is.
   for (int cap = 0; cap <= 63; ++cap) {
     if (cap == CAP_SETUID || cap == CAP_SETGID) continue;

@@ -243,16 +243,18 @@ bool MeasureOverDds(const Args& a, const fs::path& dir, const std::string& cyclo
   auto ws = dds::WaitSet::Create(*pp);
   if (!cond || !ws || !ws->Attach(cond->handle(), 1)) return fail("raw reader setup failed");
   std::atomic<bool> measuring{false}, stop{false};
+  std::atomic<uint64_t> take_errors{0};  // latency samples lost to a failed take
   std::thread taker([&] {
     dds_attach_t fired[1];
     while (!stop.load()) {
       auto n = ws->Wait(fired, std::chrono::milliseconds(100));
       if (!n || *n == 0) continue;
-      (void)reader->TakeLoaned(16, [&](const void* s, const dds_sample_info_t& info) {
+      auto took = reader->TakeLoaned(16, [&](const void* s, const dds_sample_info_t& info) {
         const dds_time_t now = dds_time();
         if (s == nullptr || !measuring.load() || r->n_lat >= kMaxSamples) return;
         r->latency_us[r->n_lat++] = static_cast<double>(now - info.source_timestamp) / 1e3;
       });
+      if (!took) take_errors.fetch_add(1);
     }
   });
   ari::component::ClientOptions o;
@@ -271,6 +273,10 @@ bool MeasureOverDds(const Args& a, const fs::path& dir, const std::string& cyclo
   }
   stop.store(true);
   taker.join();
+  if (const uint64_t lost = take_errors.load(); lost > 0 && r->ok) {
+    Fail(r, "raw chunk reader: " + std::to_string(lost) + " takes failed (latencies lost)");
+    r->ok = false;
+  }
   return true;
 }
 

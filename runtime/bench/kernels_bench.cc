@@ -49,6 +49,7 @@ Buffer Alloc(size_t bytes) {
 struct Weights {
   int64_t rows = 0, cols = 0, bytes = 0, copies = 0;
   Buffer data;
+  std::string error;  // the packing failed: the benchmarks using it skip with this
   PackedMatrix At(PackedPrecision p, int64_t i) const {
     return {p, data.get() + i * bytes, rows, cols};
   }
@@ -69,7 +70,15 @@ const Weights& GetWeights(PackedPrecision p, int64_t rows, int64_t cols, bool st
   std::normal_distribution<float> dist(0.0f, 0.02f);
   std::vector<float> src(static_cast<size_t>(rows * cols));
   for (auto& v : src) v = dist(rng);
-  (void)PackF32(p, src.data(), rows, cols, {w.data.get(), static_cast<size_t>(w.bytes)});
+  if (!w.data) {
+    w.error = "out of memory for the packed weights";
+    w.copies = 0;
+  } else if (auto pk =
+                 PackF32(p, src.data(), rows, cols, {w.data.get(), static_cast<size_t>(w.bytes)});
+             !pk) {
+    w.error = pk.error().ToString();
+    w.copies = 0;
+  }
   for (int64_t i = 1; i < w.copies; ++i) {
     std::memcpy(w.data.get() + i * w.bytes, w.data.get(), static_cast<size_t>(w.bytes));
   }
@@ -101,6 +110,10 @@ Activations MakeActivations(int64_t n, int64_t cols) {
 void BmGemv(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t rows, int64_t cols) {
   const KernelTable& k = KernelsFor(tier);
   const Weights& w = GetWeights(p, rows, cols, /*streaming=*/true);
+  if (!w.error.empty()) {
+    state.SkipWithError(w.error.c_str());
+    return;
+  }
   const Activations a = MakeActivations(1, cols);
   std::vector<float> y(static_cast<size_t>(rows));
   int64_t i = 0;
@@ -122,6 +135,10 @@ void BmGemm(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t ro
             int64_t n) {
   const KernelTable& k = KernelsFor(tier);
   const Weights& w = GetWeights(p, rows, cols, /*streaming=*/false);
+  if (!w.error.empty()) {
+    state.SkipWithError(w.error.c_str());
+    return;
+  }
   const Activations a = MakeActivations(n, cols);
   std::vector<float> y(static_cast<size_t>(rows * n));
   const PackedMatrix m = w.At(p, 0);

@@ -103,7 +103,10 @@ void BM_EngineDecode(benchmark::State& state) {
     t.prompt = prompt;
     t.max_tokens = 65;
     t.keep_context = false;
-    (void)(*e)->StartTurn(0, t);
+    if (auto st = (*e)->StartTurn(0, t); !st) {
+      state.SkipWithError(st.error().ToString().c_str());
+      return;
+    }
     for (auto r = (*e)->RunChunk(0, k); r && !r->finished;) r = (*e)->RunChunk(0, k);
   }
   for (auto _ : state) {
@@ -112,7 +115,11 @@ void BM_EngineDecode(benchmark::State& state) {
     t.prompt = prompt;
     t.max_tokens = 65;
     t.keep_context = false;
-    (void)(*e)->StartTurn(0, t);
+    if (auto st = (*e)->StartTurn(0, t); !st) {
+      state.ResumeTiming();
+      state.SkipWithError(st.error().ToString().c_str());
+      break;
+    }
     auto r = (*e)->RunChunk(0, k);
     state.ResumeTiming();
     while (r && !r->finished) {
@@ -143,7 +150,12 @@ void BM_PrefetchLayerWarm(benchmark::State& state) {
   }
   PagingAdvisor adv((*m)->file());
   const int32_t n = adv.num_layers();
-  for (int32_t l = 0; l < n; ++l) (void)adv.PrefetchLayer(l);  // warm
+  for (int32_t l = 0; l < n; ++l) {  // warm
+    if (auto pf = adv.PrefetchLayer(l); !pf) {
+      state.SkipWithError(pf.error().ToString().c_str());
+      return;
+    }
+  }
   int32_t l = 0;
   for (auto _ : state) {
     benchmark::DoNotOptimize(adv.PrefetchLayer(l));

@@ -4,8 +4,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <optional>
 #include <thread>
@@ -181,7 +183,7 @@ class EngineImpl final : public Engine {
   // KV precision knob: F16/F32 -> INT8 in place (and the freed tail pages released).
   Result<void> ApplyKv(Slot& s, KvType want, ChunkResult& r);
   // Context cap: keeps pinned prefix + most recent tokens; true when it shrank the slot.
-  bool Shrink(Slot& s, int32_t cap);
+  Result<bool> Shrink(Slot& s, int32_t cap);
   // The steps of Init(): the model (and its pack); the arena, planned (engine_plan.h)
   // and cut into the forward pass's workspace, the slots and the layer drop mask.
   Result<void> LoadModel(const EngineOptions& o);
@@ -491,8 +493,12 @@ Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {
     for (void* half : {s.kv.k, s.kv.v}) {
       const ByteRange tail =
           PageInterior(reinterpret_cast<uintptr_t>(half) + used, s.kv_half - used, PageSize());
-      if (!tail.empty())
-        (void)::madvise(reinterpret_cast<void*>(tail.begin), tail.size, MADV_DONTNEED);
+      if (!tail.empty() &&
+          ::madvise(reinterpret_cast<void*>(tail.begin), tail.size, MADV_DONTNEED) != 0) {
+        // The conversion stands; only the release failed: the pages stay resident.
+        std::fprintf(stderr, "ari: engine: INT8 KV: spare pages not released (madvise: %s)\n",
+                     std::strerror(errno));
+      }
     }
     r.kv_converted = true;
   } else if (want != KvType::kInt8 && s.kv.type != s.home_kv && s.position == 0) {
@@ -502,7 +508,7 @@ Result<void> EngineImpl::ApplyKv(Slot& s, KvType want, ChunkResult& r) {
   return {};
 }
 
-bool EngineImpl::Shrink(Slot& s, int32_t cap) {
+Result<bool> EngineImpl::Shrink(Slot& s, int32_t cap) {
   if (cap <= 0 || s.hist_len <= cap) return false;
   const int32_t keep = std::max(1, cap - cap / 4);
   const int32_t pin = std::min(s.pinned, keep / 2);
@@ -513,7 +519,9 @@ bool EngineImpl::Shrink(Slot& s, int32_t cap) {
   // KV of positions < pin depends only on tokens < pin (causal): it stays valid. The
   // recent tokens are re-prefilled at their new positions pin, pin + 1, ...
   s.position = std::min(s.position, pin);
-  if (s.ref) (void)s.ref->Truncate(s.position);
+  if (s.ref) {
+    if (auto t = s.ref->Truncate(s.position); !t) return std::unexpected(t.error());
+  }
   return true;
 }
 
@@ -715,7 +723,9 @@ Result<void> EngineImpl::Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& 
     r.text = s.text;
     return {};
   }
-  r.context_shrunk = Shrink(s, knobs.context_cap);
+  auto shrunk = Shrink(s, knobs.context_cap);
+  if (!shrunk) return std::unexpected(shrunk.error());
+  r.context_shrunk = *shrunk;
   if (s.position == 0 && s.generated == 0 && prefixes_.size() > 0 && !building_prefix_) {
     // The first prefill chunk of an empty slot: the prefix cache (engine_prefix.h).
     r.prefix_tokens = drop_level_ == 0
@@ -738,9 +748,13 @@ Result<void> EngineImpl::Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& 
   } else {
     r.phase = ChunkPhase::kDecode;
     for (int32_t i = 0; i < std::max(1, knobs.decode_tokens) && !s.finished; ++i) {
-      if (i > 0 && Shrink(s, knobs.context_cap)) {  // re-prefill in the next chunk
-        r.context_shrunk = true;
-        break;
+      if (i > 0) {
+        auto cut = Shrink(s, knobs.context_cap);
+        if (!cut) return std::unexpected(cut.error());
+        if (*cut) {  // re-prefill in the next chunk
+          r.context_shrunk = true;
+          break;
+        }
       }
       auto logits = Forward(s, s.hist_len - s.position, r.precision);
       if (!logits) return std::unexpected(logits.error());

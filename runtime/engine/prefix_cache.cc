@@ -294,7 +294,13 @@ Result<const PrefixEntry*> PrefixStore::Store(const PrefixIdentity& id,
     return std::unexpected(w.error());
   }
   if (const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    (void)::fsync(dfd);  // best effort: the rename is durable once the folder is synced
+    // The entry is usable either way; only its survival of a power cut is in question.
+    if (::fsync(dfd) != 0) {
+      std::fprintf(stderr,
+                   "ari: prefix cache: fsync of %s: %s (the new entry may not survive a "
+                   "power cut)\n",
+                   dir_.c_str(), std::strerror(errno));
+    }
     ::close(dfd);
   }
   return Load(id, tokens);
@@ -326,7 +332,11 @@ bool PrefixStore::Touch(PrefixEntry& e) {
     Unmap(e);
     return false;
   }
-  (void)::futimens(e.fd, nullptr);  // LRU order; refused (not the owner): order by creation
+  // LRU order. Refused when another user owns the file: it keeps its creation order.
+  if (::futimens(e.fd, nullptr) != 0 && errno != EPERM && errno != EACCES) {
+    std::fprintf(stderr, "ari: prefix cache: %s: futimens: %s (LRU order not updated)\n",
+                 e.path.c_str(), std::strerror(errno));
+  }
   return true;
 }
 
