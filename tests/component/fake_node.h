@@ -10,6 +10,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,7 +78,7 @@ class FakeEngine {
  private:
   void Send(const ari_Request& r, uint32_t seq, bool terminal, ari_ChunkStatus status,
             const std::string& text, int token, const char* message = "") {
-    (void)transport_->PublishInPlace([&](ari_TokenChunk& c) {
+    auto sent = transport_->PublishInPlace([&](ari_TokenChunk& c) {
       std::memset(&c, 0, sizeof c);
       c.key_hi = r.key_hi;
       c.key_lo = r.key_lo;
@@ -97,6 +98,7 @@ class FakeEngine {
       c.timing.tokens_generated = seq;
       c.timing.queue_wait_us = 7;
     });
+    if (!sent) ADD_FAILURE() << "test double: chunk not published: " << sent.error().ToString();
   }
   void Serve(const ari_Request& r) {
     const std::string prompt(r.prompt, r.prompt_len);

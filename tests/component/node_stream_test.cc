@@ -244,7 +244,7 @@ class RawPeer {
     c.key_lo = key.lo;
     dds::CopyFixed(id, c.request_id);
     dds::CopyFixed(client, c.client_id);
-    (void)cancel_.Write(&c);
+    EXPECT_TRUE(cancel_.Write(&c).has_value()) << id;
   }
   // Chunks of `id` until its terminal (or timeout); also counts terminals.
   std::vector<ari_TokenChunk> AwaitTerminal(const std::string& id, std::chrono::seconds t = 30s) {

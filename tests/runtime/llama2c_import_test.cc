@@ -331,8 +331,9 @@ void CopyAll(GgufWriter& w, const GgufFile& f, std::string_view skip_tensor = {}
   w.CopyMetadata(f, "");
   for (const TensorInfo& t : f.tensors()) {
     if (t.name == skip_tensor) continue;
-    (void)w.AddTensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims),
-                      std::span(t.data, t.nbytes));
+    auto r = w.AddTensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims),
+                         std::span(t.data, t.nbytes));
+    if (!r) ADD_FAILURE() << t.name << ": " << r.error().ToString();
   }
 }
 

@@ -2,6 +2,8 @@
 // double-precision forward pass (whole sequence, no KV cache) to check the runtime against.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -59,7 +61,7 @@ inline std::vector<std::byte> BuildTinyModel(const TinySpec& s, TinyWeights* tru
       rt::DequantizeRow(type, data.data() + r * row_bytes, v.data() + static_cast<size_t>(r) * cols,
                         cols);
     }
-    (void)w.AddTensor(name, type, ne, data);
+    if (auto r = w.AddTensor(name, type, ne, data); !r) ADD_FAILURE() << r.error().ToString();
     if (truth) (*truth)[name] = std::move(v);
   };
   const float ws = 1.0f / std::sqrt(static_cast<float>(s.dim));
