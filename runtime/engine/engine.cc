@@ -20,6 +20,7 @@
 #include "runtime/engine/engine_spill.h"
 #include "runtime/engine/engine_standby.h"
 #include "runtime/engine/fast_forward.h"
+#include "runtime/engine/layer_prefetch.h"
 #include "runtime/engine/paging.h"
 #include "runtime/gguf/gguf.h"
 #include "runtime/grammar/token_constraint.h"
@@ -106,6 +107,8 @@ class EngineImpl final : public Engine {
     c.spill_bytes = sc.bytes_on_disk;
     c.parks_offloaded = sc.parks_offloaded;
     c.prefetch_failures = ff_.prefetch_failures();
+    c.prefetch_rechecks = prefetch_ctl_.rechecks();
+    c.prefetch_switches = prefetch_ctl_.switches();
     c.parks_reloaded = sc.parks_reloaded;
     return c;
   }
@@ -213,6 +216,7 @@ class EngineImpl final : public Engine {
   int32_t drop_level_ = 0;
   uint8_t* drop_mask_ = nullptr;
   std::optional<PagingAdvisor> prefetch_[2];  // [precision index] packed layer regions
+  LayerPrefetchControl prefetch_ctl_;         // which of them the forward pass uses
   uint64_t pin_failures_ = 0;                 // sum of ChunkResult::pin_failures
   uint64_t cpu_mask_refusals_ = 0;            // chunks whose cpu_mask the pool refused (any worker)
   uint64_t isa_refusals_ = 0;                 // chunks whose max_isa could not be applied
@@ -290,7 +294,9 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   }
   if (packed_) {
     const auto on = PlanLayerPrefetch(model_->file(), *packed_, o.layer_prefetch, prefetch_, plan_);
-    ff_.SetPrefetch(on[0] ? &*prefetch_[0] : nullptr, on[1] ? &*prefetch_[1] : nullptr);
+    prefetch_ctl_.Init(o.layer_prefetch, o.layer_prefetch_recheck_tokens,
+                       {&*prefetch_[0], &*prefetch_[1]}, on);
+    ff_.SetPrefetch(prefetch_ctl_.Active(0), prefetch_ctl_.Active(1));
   }
   // The token embedding is read row by row from the mapping: MADV_RANDOM keeps a row's
   // fault from reading the table around it (docs/memory.md, "Disk embedding").
@@ -692,7 +698,14 @@ Result<ChunkResult> EngineImpl::RunChunk(int32_t slot, const ChunkKnobs& knobs) 
   r.pin_failures = pool_->pin_failures() + (caller_pinned ? 0 : 1);
   pool_->NoteCallerCpu();
   ff_.ResetMatmulsRan();  // matmuls outside chunks (e.g. prefix-cache scoring) are not this one's
+  const int pi = r.precision == Precision::kW4A8 ? 1 : 0;
+  if (packed_ && prefetch_ctl_.Recheck(pi)) {
+    ff_.SetPrefetch(prefetch_ctl_.Active(0), prefetch_ctl_.Active(1));
+  }
+  const uint64_t prefetches = ff_.prefetch_calls();
   const Result<void> ran = Compute(s, knobs, r);
+  r.layer_prefetches = static_cast<int32_t>(ff_.prefetch_calls() - prefetches);
+  prefetch_ctl_.Ran(pi, int64_t{r.prompt_tokens} + static_cast<int64_t>(r.tokens.size()));
   pool_->NoteCallerCpu();
   const ThreadPool::Observed seen = pool_->TakeObserved();
   const FastForward::MatmulsRan mm = ff_.TakeMatmulsRan();

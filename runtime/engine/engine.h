@@ -78,6 +78,9 @@ struct EngineOptions {
   int32_t threads = 0;             // pool size; 0 = cpus.size()
   bool require_tokenizer = false;  // without a tokenizer: no text, no EOG stop (tests)
   LayerPrefetch layer_prefetch = LayerPrefetch::kAuto;  // packed path only
+  // kAuto: a precision's residency is sampled again after this many tokens ran on it
+  // (runtime/engine/layer_prefetch.h); 0 = only at Create.
+  int32_t layer_prefetch_recheck_tokens = 256;
   // Park areas preallocated at Create (ChunkRunner::ParkSlot): each holds one in-progress
   // turn moved out of its slot (KV sized like a slot's, history, output). 0 = no parking.
   int32_t park_areas = 1;
@@ -172,6 +175,10 @@ struct ChunkResult {
   // Prompt tokens whose KV this chunk copied from the prefix cache instead of computing
   // them (the first prefill chunk of an empty slot; not counted in prompt_tokens).
   int32_t prefix_tokens = 0;
+  // Next-layer page-cache prefetches (MADV_WILLNEED) this chunk's forward passes made,
+  // counted where they are made: 0 when the layer prefetch of the chunk's precision is off
+  // (EngineOptions::layer_prefetch; kAuto switches it by residency, layer_prefetch.h).
+  int32_t layer_prefetches = 0;
 };
 
 // Bytes per part of the arena, as printed by `ari-run --memory-plan`.
@@ -209,6 +216,8 @@ struct EngineCounters {
   uint64_t spill_failures = 0;     // spills that could not be written (bound, disk full)
   uint64_t spill_bytes = 0;        // bytes of the spill folder's files, last known
   uint64_t prefetch_failures = 0;  // next-layer MADV_WILLNEED calls refused (cost: speed only)
+  uint64_t prefetch_rechecks = 0;  // kAuto residency samples after Create
+  uint64_t prefetch_switches = 0;  // ... that turned a precision's prefetch on or off
   uint64_t parks_offloaded = 0;    // parked turns whose KV went to disk (OffloadParked)
   uint64_t parks_reloaded = 0;     // ... and came back for their resume
 };

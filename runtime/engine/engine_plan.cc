@@ -2,6 +2,8 @@
 // (runtime/engine/engine.h) and the packed layers' prefetch advisors.
 #include "runtime/engine/engine_plan.h"
 
+#include "runtime/engine/layer_prefetch.h"
+
 #include <array>
 #include <cstdio>
 #include <string>
@@ -80,31 +82,18 @@ std::array<bool, 2> PlanLayerPrefetch(const GgufFile& f, const PackedWeights& pa
       }
       regions.layers.push_back(MergeRanges(std::move(ranges)));
     }
-    // Residency is sampled (one page per MiB): mincore over every page of both
-    // precisions cost ~67 ms of time to ready on a 1.1B pack; the sample costs ~1 ms.
-    // Pages inside the range only: an edge page may hold the other precision's bytes.
-    const uint64_t page = PageSize();
-    constexpr uint64_t kSampleStride = 1u << 20;
-    uint64_t resident = 0, total = 0;
-    for (const auto& layer : regions.layers) {
-      for (const ByteRange& range : layer) {
-        const ByteRange br = PageInterior(range.begin, range.size, page);
-        for (uint64_t off = 0; off < br.size; off += kSampleStride) {
-          const uintptr_t at = br.begin + off;
-          auto n = ResidentBytes(reinterpret_cast<const void*>(at), 1);
-          total += 1;
-          resident += (n && *n > 0) ? 1 : 0;
-        }
-      }
-    }
+    // Residency is sampled (PagingAdvisor::SampleLayerResidency): mincore over every page
+    // of both precisions cost ~67 ms of time to ready on a 1.1B pack; the sample ~1 ms.
     prefetch[PrecisionIndex(prec)].emplace(f, std::move(regions));
+    const PagingAdvisor::Residency res = prefetch[PrecisionIndex(prec)]->SampleLayerResidency();
+    const uint64_t resident = res.resident, total = res.samples;
     // kAuto, per precision: on when more than 1% of its sampled packed layer pages were not
     // resident at Create() (a few pages come and go; a cold or evicted model is far off).
     // Per precision: the madvise walks the page cache of the whole next layer even when it
     // is all resident (~5% of a W8A16 decode token on the EPYC VM), so a resident W8A16
     // half does not pay for the W4A8 half that was never read.
     on[static_cast<size_t>(pi)] =
-        mode == LayerPrefetch::kOn || (mode == LayerPrefetch::kAuto && resident * 100 < total * 99);
+        mode == LayerPrefetch::kOn || (mode == LayerPrefetch::kAuto && PrefetchWanted(res));
     detail += std::string(pi == 0 ? "W8A16 " : ", W4A8 ") + std::to_string(resident) + " of " +
               std::to_string(total);
   }

@@ -471,8 +471,9 @@ Result<void> FastForward::RunBlocks(std::span<const TokenId> tokens, int32_t pos
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const PackedLayer& P = packed_->layers[pi][static_cast<size_t>(l)];
     // One madvise per layer; a refusal only costs speed: counted (Engine::Counters).
-    if (prefetch != nullptr && l + 1 < prefetch->num_layers() && !prefetch->PrefetchLayer(l + 1)) {
-      ++prefetch_failures_;
+    if (prefetch != nullptr && l + 1 < prefetch->num_layers()) {
+      ++prefetch_calls_;
+      if (!prefetch->PrefetchLayer(l + 1)) ++prefetch_failures_;
     }
     // A dropped block still projects K and V of its input (the KV cache stays complete,
     // so lowering the drop level later needs no recomputation; docs/memory.md).

@@ -98,6 +98,8 @@ class FastForward {
   }
   // Next-layer prefetches refused since Init (a refusal costs only speed).
   uint64_t prefetch_failures() const { return prefetch_failures_; }
+  // Next-layer prefetches made since Init (what ran: ChunkResult::layer_prefetches).
+  uint64_t prefetch_calls() const { return prefetch_calls_; }
 
   int32_t max_tokens() const { return max_tokens_; }
 
@@ -175,7 +177,8 @@ class FastForward {
   int64_t max_k_ = 0;
   const PagingAdvisor* prefetch_[2] = {nullptr, nullptr};
   mutable uint64_t prefetch_failures_ = 0;  // RunBlocks runs on the calling thread only
-  mutable std::vector<RanNotes> ran_;       // per participant, sized by Init
+  mutable uint64_t prefetch_calls_ = 0;
+  mutable std::vector<RanNotes> ran_;  // per participant, sized by Init
 };
 
 }  // namespace ari::runtime

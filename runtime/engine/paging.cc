@@ -261,6 +261,22 @@ Result<void> PagingAdvisor::PrefetchLayer(int32_t layer) const {
   return AdviseRanges(regions_.layers[static_cast<size_t>(layer)], Advice::kWillNeed);
 }
 
+PagingAdvisor::Residency PagingAdvisor::SampleLayerResidency(uint64_t stride) const {
+  const uint64_t page = PageSize();
+  Residency r;
+  for (const auto& layer : regions_.layers) {
+    for (const ByteRange& range : layer) {
+      const ByteRange br = PageInterior(range.begin, range.size, page);
+      for (uint64_t off = 0; off < br.size; off += std::max(stride, page)) {
+        auto n = ResidentBytes(reinterpret_cast<const void*>(br.begin + off), 1);
+        r.samples += 1;
+        r.resident += (n && *n > 0) ? 1 : 0;
+      }
+    }
+  }
+  return r;
+}
+
 Result<uint64_t> PagingAdvisor::Resident(std::span<const ByteRange> ranges) const {
   uint64_t total = 0;
   for (const ByteRange& r : ranges) {

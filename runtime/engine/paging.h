@@ -100,6 +100,15 @@ class PagingAdvisor {
   Result<void> AdviseRanges(std::span<const ByteRange> ranges, Advice advice) const;
   // Resident bytes of a region list (mincore; exact over the ranges).
   Result<uint64_t> Resident(std::span<const ByteRange> ranges) const;
+  // Page-cache residency of the layer regions, sampled: one page per `stride` bytes of
+  // every range, pages inside the range only (an edge page may hold a neighbour's bytes).
+  // One mincore per sample, no allocation; a sample mincore refuses counts as not
+  // resident. Every page of a 1.1B pack: ~67 ms; one per MiB: ~0.5 ms per precision.
+  struct Residency {
+    uint64_t resident = 0;
+    uint64_t samples = 0;
+  };
+  Residency SampleLayerResidency(uint64_t stride = uint64_t{1} << 20) const;
   static uint64_t TotalBytes(std::span<const ByteRange> ranges);
 
  private:

@@ -185,6 +185,8 @@ struct RunStats {
   int64_t masked = 0;      // tokens sampled under it
   int64_t tile_gemms = 0;  // GEMM calls that ran on AMX tiles (ChunkResult::tile_gemms)
   uint32_t gemv_tiers = 0, gemm_tiers = 0;  // the kernels' tiers (ChunkResult::gemv_tiers)
+  int64_t layer_prefetches = 0;             // ChunkResult::layer_prefetches
+  int64_t chunks = 0, prefetching_chunks = 0;
   size_t generated = 0;
   rt::StopReason stop = rt::StopReason::kMaxTokens;
   rt::ChunkResult last;  // what the last chunk ran
@@ -212,6 +214,9 @@ ari::runtime::Result<RunStats> RunTurn(rt::Engine& e, const rt::ChunkKnobs& knob
     st.tile_gemms += r->tile_gemms;
     st.gemv_tiers |= r->gemv_tiers;
     st.gemm_tiers |= r->gemm_tiers;
+    st.layer_prefetches += r->layer_prefetches;
+    st.chunks += 1;
+    st.prefetching_chunks += r->layer_prefetches > 0 ? 1 : 0;
     st.last = *r;
     text.append(r->text);
     if (!filter.Update(&by_callback)) {
@@ -310,6 +315,15 @@ int RunWithEngine(const std::string& model_path, const EngineRun& er, const rt::
                rt::kernels::IsaTiersText(st->gemm_tiers).c_str(), st->last.threads,
                std::string(rt::KvTypeName(st->last.kv_type)).c_str(),
                static_cast<long long>(st->tile_gemms), e.loaded_path().c_str());
+  const rt::EngineCounters c = e.Counters();
+  std::fprintf(stderr,
+               "ari-run: layer prefetch: %lld next-layer MADV_WILLNEED calls in %lld of %lld "
+               "chunks (the last chunk: %s); %llu residency rechecks, %llu switches\n",
+               static_cast<long long>(st->layer_prefetches),
+               static_cast<long long>(st->prefetching_chunks), static_cast<long long>(st->chunks),
+               st->last.layer_prefetches > 0 ? "on" : "off",
+               static_cast<unsigned long long>(c.prefetch_rechecks),
+               static_cast<unsigned long long>(c.prefetch_switches));
   return 0;
 }
 

@@ -34,13 +34,14 @@ uint64_t AllowedMask() {
   return m;
 }
 
-// stories260K with its tokenizer, 2 threads, 256 positions.
+// stories260K with its tokenizer, 2 threads, 256 positions, layer prefetch rechecked often.
 EngineOptions TokenizedOptions(const std::filesystem::path& path) {
   EngineOptions o;
   o.model_path = path;
   o.context_length = 256;
   o.threads = 2;
   o.require_tokenizer = true;
+  o.layer_prefetch_recheck_tokens = 8;  // kAuto's residency rechecks run in the counted turns
   return o;
 }
 
