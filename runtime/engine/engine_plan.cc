@@ -2,13 +2,12 @@
 // (runtime/engine/engine.h) and the packed layers' prefetch advisors.
 #include "runtime/engine/engine_plan.h"
 
-#include "runtime/engine/layer_prefetch.h"
-
 #include <array>
 #include <cstdio>
 #include <string>
 
 #include "runtime/engine/fast_forward.h"
+#include "runtime/engine/layer_prefetch.h"
 #include "runtime/gguf/gguf.h"
 #include "runtime/kernels/layout.h"
 
