@@ -6,7 +6,7 @@
 // pages are in, and one whose pages were evicted under memory pressure gets it back.
 // The madvise walks the page cache of a whole layer even when it is all resident: 6-7% of
 // a W4A8 decode token on the Intel Xeon host (`ari-run ... --prefetch on|off -n 256`,
-// docs/memory.md "Layer prefetch").
+// docs/memory.md "Paging hints and the hot set").
 #pragma once
 
 #include <array>
