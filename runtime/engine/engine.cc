@@ -210,6 +210,7 @@ class EngineImpl final : public Engine {
   engine_internal::ParkStore parks_;
   engine_internal::SpillStore spills_;  // SpillSlot / RestoreSession
   engine_internal::PoolBuffer arena_;   // plan_.total_bytes (engine_plan.h)
+  bool huge_pages_ = true;              // the pools' pages (engine_internal::ChooseHugePages)
   size_t align_ = 128;
   int32_t ctx_ = 0;
   int threads_ = 1;
@@ -261,11 +262,15 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   const ArenaLayout layout =
       PlanArena(c, o, ctx_, participants, align_, packed_.has_value(), plan_);
   plan_.model_file_bytes = model_->file().bytes().size();
+  huge_pages_ = engine_internal::ChooseHugePages(o.huge_pages, "/", plan_.notes);
   if (auto r = CarveArena(o, layout); !r) return r;
   if (auto r = parks_.Init(*model_, o.park_areas, o.kv_type, ctx_, o.max_chunk, o.max_output,
-                           packed_.has_value(), o.prefault ? pool_.get() : nullptr);
+                           packed_.has_value(), huge_pages_, o.prefault ? pool_.get() : nullptr);
       !r) {
     return r;
+  }
+  if (o.prefault && o.park_areas > 0) {
+    plan_.notes.push_back(engine_internal::DescribePrefault("park areas", parks_.prefault()));
   }
   // The prefaults ran on the pool; the CPUs a chunk reports (TakeObserved) are the chunk's.
   pool_->TakeObserved();
@@ -353,10 +358,11 @@ Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
 
 Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a) {
   const ModelConfig& c = model_->config();
-  arena_ = engine_internal::PoolBuffer(plan_.total_bytes, align_);
+  arena_ = engine_internal::PoolBuffer(plan_.total_bytes, align_, huge_pages_);
   if (o.prefault) {
-    engine_internal::PrefaultOnPool(*pool_, arena_.data(), plan_.total_bytes);
+    const engine_internal::PrefaultReport rep = engine_internal::PrefaultOnPool(*pool_, arena_);
     plan_.notes.push_back("arena, park areas and slot text buffers prefaulted at start");
+    plan_.notes.push_back(engine_internal::DescribePrefault("arena", rep));
   }
   std::byte* p = arena_.data();
   if (packed_) {

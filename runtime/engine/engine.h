@@ -41,6 +41,14 @@ enum class LayerPrefetch : uint8_t {
   kOff,
 };
 
+// Transparent huge pages for the engine's pools (the arena, the park areas; docs/memory.md).
+enum class HugePages : uint8_t {
+  kAuto,  // on, unless the kernel reports free memory to a hypervisor (virtio-balloon free
+          // page reporting): there a fresh 2 MiB page took up to ~80 ms to back at start
+  kOn,
+  kOff,  // 4 kB pages (MADV_NOHUGEPAGE)
+};
+
 // What the engine does with a plain (unpacked) GGUF.
 enum class PlainGguf : uint8_t {
   kAutoPack,   // pack it once into the pack cache (runtime/model/pack_cache.h), run the pack
@@ -88,6 +96,7 @@ struct EngineOptions {
   // so no first-touch page fault happens inside the chunk loop (docs/reliability.md,
   // "Allocations on the real-time path"). Off: pages are backed when first used.
   bool prefault = true;
+  HugePages huge_pages = HugePages::kAuto;
   PrefixCacheOptions prefix_cache;
   SpillOptions spill;
 };

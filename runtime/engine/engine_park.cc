@@ -11,7 +11,7 @@
 namespace ari::runtime::engine_internal {
 
 Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int32_t ctx,
-                             int32_t max_chunk, int32_t max_output, bool packed,
+                             int32_t max_chunk, int32_t max_output, bool packed, bool huge_pages,
                              ThreadPool* prefault) {
   if (areas < 0) return MakeError(ErrorCode::kInvalidArgument, "engine: park_areas < 0");
   model_ = &model;
@@ -26,8 +26,8 @@ Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int
   for (Area& a : areas_) {
     // Default-initialized bytes, written now when prefaulting (a first park, i.e. a CRITICAL
     // arrival, then takes no page fault); else touched only when a turn is parked.
-    a.mem = PoolBuffer(area_bytes_, alignof(std::max_align_t));
-    if (prefault != nullptr) PrefaultOnPool(*prefault, a.mem.data(), area_bytes_);
+    a.mem = PoolBuffer(area_bytes_, alignof(std::max_align_t), huge_pages);
+    if (prefault != nullptr) AddPrefaultReport(PrefaultOnPool(*prefault, a.mem), prefault_);
     a.k = a.mem.data();
     a.v = a.k + half_bytes_;
     a.history = reinterpret_cast<TokenId*>(a.v + half_bytes_);

@@ -35,14 +35,17 @@ class ParkStore {
   // `packed`: the KV lives in the slots' views (else in each slot's reference Session).
   // `prefault` (not null): the areas' pages are written at once, on that pool's threads
   // (else on the first park).
+  // `huge_pages`: the areas' pages (PoolBuffer).
   Result<void> Init(const Model& model, int32_t areas, KvType home, int32_t ctx, int32_t max_chunk,
-                    int32_t max_output, bool packed, ThreadPool* prefault);
+                    int32_t max_output, bool packed, bool huge_pages, ThreadPool* prefault);
   // The areas' memory (Engine::LockMemory).
   void AppendRegions(std::vector<MemoryRegion>& out) const;
   // The memory of the areas holding no turn (memory yield: their pages may be released).
   void AppendFreeRegions(std::vector<MemoryRegion>& out) const;
   int32_t size() const { return static_cast<int32_t>(areas_.size()); }
   uint64_t bytes_per_area() const { return area_bytes_; }
+  // What Init's prefault of the areas did (all areas summed; empty without a prefault).
+  const PrefaultReport& prefault() const { return prefault_; }
   bool holds(ParkId id) const {
     return id >= 0 && id < size() && areas_[static_cast<size_t>(id)].used;
   }
@@ -85,6 +88,7 @@ class ParkStore {
   std::vector<Area> areas_;
   int32_t ctx_ = 0, layers_ = 0;
   uint64_t half_bytes_ = 0, area_bytes_ = 0;
+  PrefaultReport prefault_;
 };
 
 }  // namespace ari::runtime::engine_internal

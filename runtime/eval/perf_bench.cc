@@ -269,6 +269,9 @@ Result<BenchResult> RunModelBench(const BenchOptions& o) {
   if (!eng) return std::unexpected(eng.error());
   res.time_to_ready_ms = Ms(Clock::now() - t0);
   Engine& e = **eng;
+  for (const std::string& note : e.memory_plan().notes) {
+    if (note.rfind("arena prefaulted", 0) == 0) res.arena_prefault = note;
+  }
   const WeightMatrix& em = e.model().weights().token_embd;
   res.embd_table_bytes = em.row_bytes * static_cast<uint64_t>(em.rows);
   res.embd_evicted =
@@ -324,6 +327,7 @@ std::string BenchResult::ToTable() const {
           ? ""
           : "\n(embedding pages could not be evicted first: residency is the page cache's)");
   s += b;
+  if (!arena_prefault.empty()) s += arena_prefault + "\n";
   if (bandwidth_gbs > 0) {
     std::snprintf(b, sizeof(b),
                   "probe %s; decode read %.1f MiB/token x %.2f t/s = %.2f GB/s; roofline %.1f "
@@ -359,7 +363,8 @@ std::string BenchResult::ToJson() const {
   std::string s = "{\"model\":\"" + model + "\",\"precision\":\"" + precision + "\",\"isa\":\"" +
                   isa + "\",\"gemv_isas\":\"" + gemv_isas + "\",\"gemm_isas\":\"" + gemm_isas +
                   "\",\"threads\":" + std::to_string(threads) +
-                  ",\"time_to_ready_ms\":" + std::to_string(time_to_ready_ms) + ",\"prompt\":[";
+                  ",\"time_to_ready_ms\":" + std::to_string(time_to_ready_ms) +
+                  ",\"arena_prefault\":\"" + arena_prefault + "\"" + ",\"prompt\":[";
   for (size_t i = 0; i < prompt_sizes.size(); ++i) {
     if (i) s += ',';
     s += "{\"tokens\":";

@@ -45,6 +45,7 @@ struct BenchResult {
   std::string gemv_isas, gemm_isas;
   int threads = 0;
   double time_to_ready_ms = 0;
+  std::string arena_prefault;  // the engine plan's note on the arena's prefault (if any)
   std::vector<int> prompt_sizes;
   std::vector<Stat> prompt_tps;  // per prompt size
   std::vector<Stat> ttft_ms;     // per prompt size

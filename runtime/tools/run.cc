@@ -6,7 +6,8 @@
 //           [--chat [--system TEXT] [--turn user:TEXT|assistant:TEXT]...]
 //           [--stop STR]... [--ctx N] [--batch N] [--info] [-t N]
 //           [--precision auto|w8a16|w4a8] [--pack-cache DIR] [--reference]
-//           [--memory-plan [--slots N] [--kv f16|int8] [--prefetch auto|on|off]]
+//           [--memory-plan [--slots N] [--kv f16|int8] [--prefetch auto|on|off]
+//            [--huge-pages auto|on|off]]
 //           [--schema FILE.json | --grammar FILE.gbnf]
 //
 // Generation runs through the Engine (runtime/engine/engine.h), the path ari-node runs: a
@@ -65,6 +66,8 @@ void Usage(FILE* f) {
                "  --memory-plan (print the engine's arena plan; exit unless -p is given)\n"
                "  --slots N (2)  --kv f16|int8 (f16)\n"
                "  --prefetch auto|on|off (auto: next-layer MADV_WILLNEED)\n"
+               "  --huge-pages auto|on|off (the arena's pages; auto: off where the kernel\n"
+               "    reports free memory to a hypervisor, docs/memory.md)\n"
                "  --schema FILE (JSON Schema subset) | --grammar FILE (GBNF-like): constrain\n"
                "    the output (docs/structured_output.md)\n");
 }
@@ -91,6 +94,7 @@ struct EngineRun {
   std::string pack_cache;
   rt::KvType kv = rt::KvType::kF16;
   rt::LayerPrefetch prefetch = rt::LayerPrefetch::kAuto;
+  rt::HugePages huge_pages = rt::HugePages::kAuto;
 };
 
 // --schema / --grammar (at most one).
@@ -244,6 +248,7 @@ rt::EngineOptions EngineOptionsFrom(const std::string& model_path, const EngineR
   eo.max_output = std::max(max_tokens, 1);
   eo.kv_type = er.kv;
   eo.layer_prefetch = er.prefetch;
+  eo.huge_pages = er.huge_pages;
   eo.threads = er.threads;
   eo.require_tokenizer = need_tokenizer;
   return eo;
@@ -339,7 +344,7 @@ struct RunArgs {
 };
 
 // The engine's flags (--memory-plan, --reference, -t, --pack-cache, --precision, --slots,
-// --kv, --prefetch); true when `a` is one with a good value (i then past its value).
+// --kv, --prefetch, --huge-pages); true when `a` is one with a good value (i then past its value).
 bool ParseEngineFlag(std::string_view a, int argc, char** argv, int& i, EngineRun& er) {
   const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
   const std::string_view val = v != nullptr ? v : "";
@@ -369,6 +374,10 @@ bool ParseEngineFlag(std::string_view a, int argc, char** argv, int& i, EngineRu
     er.prefetch = val == "on"    ? rt::LayerPrefetch::kOn
                   : val == "off" ? rt::LayerPrefetch::kOff
                                  : rt::LayerPrefetch::kAuto;
+  } else if (a == "--huge-pages" && (val == "auto" || val == "on" || val == "off")) {
+    er.huge_pages = val == "on"    ? rt::HugePages::kOn
+                    : val == "off" ? rt::HugePages::kOff
+                                   : rt::HugePages::kAuto;
   } else {
     return false;
   }

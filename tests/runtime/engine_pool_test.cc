@@ -1,14 +1,20 @@
 // The engine's pool memory (engine_internal::PoolBuffer): aligned as asked, 2 MiB aligned
 // and advised MADV_HUGEPAGE from 2 MiB up, and, where transparent huge pages are on, backed
 // by huge pages once prefaulted (read back from /proc/self/smaps); move-only ownership.
+// Without huge pages: MADV_NOHUGEPAGE, none. PrefaultOnPool writes and times every unit;
+// ChooseHugePages follows the virtio balloon's free page reporting (a sysfs test tree).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "runtime/engine/engine_memory.h"
 
@@ -90,6 +96,79 @@ TEST(PoolBuffer, LargeBufferIsHugePageAlignedAndBackedByHugePages) {
     GTEST_SKIP() << "the kernel found no free huge page (thp_fault_fallback rose)";
   }
   EXPECT_GE(huge, 4 * PoolBuffer::kHugePage);
+}
+
+TEST(PoolBuffer, WithoutHugePagesStaysIn4kPages) {
+  const size_t bytes = 8 * PoolBuffer::kHugePage + 12345;
+  PoolBuffer b(bytes, 128, /*huge=*/false);
+  ASSERT_NE(b.data(), nullptr);
+  EXPECT_TRUE(Aligned(b.data(), PoolBuffer::kHugePage));
+  EXPECT_FALSE(b.huge_pages_advised());
+  Prefault(b.data(), b.bytes());
+  // MADV_NOHUGEPAGE: none even where THP is "always".
+  EXPECT_EQ(AnonHugeBytes(b.data(), b.bytes()), 0u) << "THP mode " << ThpMode();
+}
+
+// Every 2 MiB unit written (zeros) on the pool, and timed.
+TEST(PrefaultOnPool, WritesAndTimesEveryUnit) {
+  auto pool = ThreadPool::Create(2);
+  ASSERT_TRUE(pool) << pool.error().ToString();
+  PoolBuffer b(4 * PoolBuffer::kHugePage + 4096, 128);
+  const PrefaultReport r = PrefaultOnPool(**pool, b);
+  EXPECT_EQ(r.units, 5);
+  EXPECT_GT(r.slowest_unit_ms, 0.0);
+  std::printf("measured: slowest of %lld units %.3f ms\n", static_cast<long long>(r.units),
+              r.slowest_unit_ms);
+  for (size_t i = 0; i < b.bytes(); i += 4096) ASSERT_EQ(b.data()[i], std::byte{0}) << i;
+  EXPECT_EQ(b.data()[b.bytes() - 1], std::byte{0});
+  PrefaultReport sum;
+  AddPrefaultReport(r, sum);
+  AddPrefaultReport(PrefaultReport{2, 0.5}, sum);
+  EXPECT_EQ(sum.units, 7);
+  EXPECT_EQ(sum.slowest_unit_ms, std::max(r.slowest_unit_ms, 0.5));
+  EXPECT_NE(DescribePrefault("arena", r).find("arena prefaulted: 5 x 2 MiB units"),
+            std::string::npos);
+  EXPECT_EQ(PrefaultOnPool(**pool, PoolBuffer()).units, 0);
+}
+
+// A sysfs tree under a temporary root: the balloon driver's devices and their features.
+class FreePageReporting : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("ari_fpr_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void Device(const std::string& name, const std::string& features) {
+    const auto dir = root_ / "sys/bus/virtio/drivers/virtio_balloon" / name;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "features") << features << "\n";
+  }
+  std::filesystem::path root_;
+};
+
+TEST_F(FreePageReporting, ReadsTheBalloonsReportingBit) {
+  EXPECT_FALSE(FreePageReportingActive(root_.string()));          // no balloon driver
+  Device("virtio0", "0110100100000000000000000000000010000000");  // poison, not reporting
+  EXPECT_FALSE(FreePageReportingActive(root_.string()));
+  Device("virtio1", "0110010100000000000000000000000010000000");  // the Intel Xeon VM's
+  EXPECT_TRUE(FreePageReportingActive(root_.string()));
+}
+
+TEST_F(FreePageReporting, DecidesThePoolsPages) {
+  std::vector<std::string> notes;
+  EXPECT_TRUE(ChooseHugePages(HugePages::kAuto, root_.string(), notes));
+  EXPECT_FALSE(ChooseHugePages(HugePages::kOff, root_.string(), notes));
+  Device("virtio0", "0000010000000000000000000000000000000000");
+  EXPECT_FALSE(ChooseHugePages(HugePages::kAuto, root_.string(), notes));
+  EXPECT_TRUE(ChooseHugePages(HugePages::kOn, root_.string(), notes));
+  ASSERT_EQ(notes.size(), 4u);
+  EXPECT_EQ(notes[0], "pools advised transparent huge pages");
+  EXPECT_NE(notes[1].find("huge pages off"), std::string::npos);
+  EXPECT_NE(notes[2].find("free page reporting"), std::string::npos);
+  EXPECT_EQ(notes[3], notes[0]);
 }
 
 TEST(PoolBuffer, MoveTransfersOwnership) {

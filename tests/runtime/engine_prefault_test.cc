@@ -14,8 +14,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/engine/engine.h"
 #include "tests/runtime/engine_fixture.h"
@@ -31,7 +37,7 @@ constexpr bool kAsan = true;
 constexpr bool kAsan = false;
 #endif
 
-std::unique_ptr<Engine> Make(bool prefault) {
+std::unique_ptr<Engine> Make(bool prefault, HugePages huge_pages = HugePages::kAuto) {
   const auto& mp = testing::Stories260K();
   if (!mp.ok) return nullptr;
   EngineOptions o;
@@ -42,6 +48,7 @@ std::unique_ptr<Engine> Make(bool prefault) {
   o.threads = 1;
   o.park_areas = 1;
   o.prefault = prefault;
+  o.huge_pages = huge_pages;
   auto e = Engine::Create(o);
   EXPECT_TRUE(e.has_value()) << e.error().ToString();
   return e ? std::move(*e) : nullptr;
@@ -110,6 +117,53 @@ TEST(EnginePrefault, PrefaultLeavesNoFirstTouchFaultsInTheLoop) {
     EXPECT_LE(warm_faults, 2);
   }
   EXPECT_GE(cold_faults, warm_faults + 8) << "the test no longer sees first-touch faults";
+}
+
+// EngineOptions::huge_pages is resolved and noted in the plan, next to the arena's prefault
+// (units and the slowest one's time). PoolBuffer's pages themselves: runtime.engine_pool.
+TEST(EnginePrefault, PlanNotesThePoolsPagesAndThePrefault) {
+  if (!testing::Stories260K().ok)
+    GTEST_SKIP() << "stories260K absent under " << testing::ModelsDir();
+  for (const HugePages hp : {HugePages::kOff, HugePages::kOn}) {
+    auto e = Make(true, hp);
+    ASSERT_TRUE(e);
+    const std::vector<std::string>& notes = e->memory_plan().notes;
+    const std::string pages = hp == HugePages::kOff ? "pools in 4 kB pages (huge pages off)"
+                                                    : "pools advised transparent huge pages";
+    EXPECT_NE(std::find(notes.begin(), notes.end(), pages), notes.end()) << pages;
+    const auto prefault = std::find_if(notes.begin(), notes.end(), [](const std::string& n) {
+      return n.starts_with("arena prefaulted: ");
+    });
+    ASSERT_NE(prefault, notes.end());
+    std::printf("%s\n", prefault->c_str());
+  }
+  auto lazy = Make(false, HugePages::kOff);
+  ASSERT_TRUE(lazy);
+  for (const std::string& n : lazy->memory_plan().notes)
+    EXPECT_FALSE(n.starts_with("arena prefaulted"));
+}
+
+// The user's path: ari-run --memory-plan --huge-pages off|on prints the engine's plan, whose
+// note says which pages the pools got (skipped when ari-run is not built).
+TEST(EnginePrefault, AriRunHugePagesFlagReachesThePlan) {
+  const auto& mp = testing::Stories260K();
+  if (!mp.ok) GTEST_SKIP() << "stories260K absent under " << testing::ModelsDir();
+  const char* bin = std::getenv("ARI_BINARY_DIR");
+  const auto run = bin ? std::filesystem::path(bin) / "runtime" / "ari-run" : "";
+  if (run.empty() || !std::filesystem::exists(run)) GTEST_SKIP() << "ari-run not built";
+  const auto out = std::filesystem::temp_directory_path() /
+                   ("ari_hugepages_" + std::to_string(::getpid()) + ".txt");
+  for (const auto& [mode, want] : {std::pair{"off", "pools in 4 kB pages (huge pages off)"},
+                                   std::pair{"on", "pools advised transparent huge pages"}}) {
+    const std::string cmd = run.string() + " -m " + mp.pack.string() +
+                            " --memory-plan --huge-pages " + mode + " >" + out.string() + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream f(out);
+    const std::string got((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_NE(got.find(std::string("note: ") + want), std::string::npos) << got;
+    EXPECT_NE(got.find("note: arena prefaulted: "), std::string::npos) << got;
+  }
+  std::filesystem::remove(out);
 }
 
 long VmLckKb() {
