@@ -243,6 +243,9 @@ runtime::EngineOptions Node::EngineOptionsFromConfig() const {
   eo.max_output = static_cast<int32_t>(limits_.max_max_tokens);
   eo.threads = static_cast<int32_t>(c.threads());
   eo.park_areas = c.parking().park_areas() ? static_cast<int32_t>(c.parking().park_areas()) : 1;
+  eo.huge_pages = c.huge_pages() == config::HUGE_PAGES_ON    ? runtime::HugePages::kOn
+                  : c.huge_pages() == config::HUGE_PAGES_OFF ? runtime::HugePages::kOff
+                                                             : runtime::HugePages::kAuto;
   eo.require_tokenizer = true;
   eo.plain_gguf =
       c.reference_path() ? runtime::PlainGguf::kReference : runtime::PlainGguf::kAutoPack;
@@ -282,7 +285,10 @@ Result<void> Node::LoadModel(const NodeOverrides& ov, const runtime::EngineOptio
     Log("model %s runs as its pack %s", model.c_str(), engine_->loaded_path().c_str());
   }
   for (const std::string& note : engine_->memory_plan().notes) {
-    if (note.rfind("kernel tier", 0) == 0) Log("%s", note.c_str());
+    if (note.starts_with("kernel tier") || note.starts_with("pools ") ||
+        note.starts_with("arena prefaulted")) {
+      Log("%s", note.c_str());
+    }
   }
   auto watch = ModelFileWatch::Open(engine_->loaded_path(), engine_->model().file().bytes().size());
   if (!watch) return std::unexpected(watch.error());

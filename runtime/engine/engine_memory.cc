@@ -131,8 +131,8 @@ PoolBuffer::PoolBuffer(size_t bytes, size_t align, bool huge) : bytes_(bytes) {
     return;
   }
   // Its own mapping, 2 MiB aligned (2 MiB more mapped, the slack unmapped): fresh pages and
-  // advice of its own, never heap memory that an earlier buffer left in 4 kB pages or
-  // advised MADV_NOHUGEPAGE (PrefaultOnPool), and munmap gives it back when freed.
+  // advice of its own, never heap memory that an earlier buffer left in 4 kB pages or advised
+  // otherwise, and munmap gives it back when freed.
   align_ = std::max(align, kHugePage);
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t len = (bytes + page - 1) / page * page;

@@ -4,6 +4,7 @@
 // not start (exit 2) and says why, naming the limit and the bytes asked;
 // MEMORY_LOCK_TRY: it logs the refusal, runs unlocked, serves a request and stops cleanly.
 // With the default limits, MEMORY_LOCK_TRY locks (tests/component/node_alloc_test.cc).
+// The TRY run also sets huge_pages: HUGE_PAGES_OFF and finds the engine's choice in the log.
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
@@ -92,8 +93,10 @@ TEST_F(NodeMlock, RequiredRefusesToStartAndSaysWhy) {
   EXPECT_EQ(text.find("ready in"), std::string::npos) << text;
 }
 
+// Also huge_pages: HUGE_PAGES_OFF, which the node passes to the engine and logs.
 TEST_F(NodeMlock, TryRunsUnlockedAndServes) {
-  const auto cfg = WriteNodeConfig(dir_, pack_, "memory_lock: MEMORY_LOCK_TRY\n");
+  const auto cfg =
+      WriteNodeConfig(dir_, pack_, "memory_lock: MEMORY_LOCK_TRY\nhuge_pages: HUGE_PAGES_OFF\n");
   const auto log = dir_ / "node.log";
   pid_ = StartLowMemlockNode(cfg, log);
   ASSERT_GT(pid_, 0);
@@ -125,6 +128,8 @@ TEST_F(NodeMlock, TryRunsUnlockedAndServes) {
   EXPECT_NE(text.find("memory_lock: mlock of "), std::string::npos) << text;
   EXPECT_NE(text.find("RLIMIT_MEMLOCK is 65536 bytes"), std::string::npos) << text;
   EXPECT_NE(text.find("running unlocked (MEMORY_LOCK_TRY)"), std::string::npos) << text;
+  EXPECT_NE(text.find("pools in 4 kB pages (huge pages off)"), std::string::npos) << text;
+  EXPECT_NE(text.find("arena prefaulted: "), std::string::npos) << text;
 }
 
 }  // namespace
