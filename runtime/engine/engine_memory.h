@@ -1,4 +1,4 @@
-// Private to the engine (engine.cc, engine_park.cc, engine_memory.cc): the memory the
+// Private to the engine (engine_setup.cc, engine_park.cc, engine_memory.cc): the memory the
 // real-time path touches, prefaulted at Create (no first-touch page fault inside the chunk
 // loop) and, on request, locked in RAM (Engine::LockMemory).
 #pragma once

@@ -1,4 +1,4 @@
-// Private to the engine (engine.cc, engine_plan.cc): how the engine's one arena is laid
+// Private to the engine (engine_setup.cc, engine_plan.cc): how the engine's one arena is laid
 // out. Not part of the API (runtime/engine/engine.h has MemoryPlan, what it reports).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Private to the engine (engine.cc): memory yield on command (ChunkRunner::ReleaseMemory /
+// Private to the engine (engine_setup.cc): memory yield on command (ChunkRunner::ReleaseMemory /
 // Rewarm, docs/memory.md "Memory yield"). The model is a read-only MAP_PRIVATE mapping, so
 // every page of it is a clean file page: MADV_DONTNEED drops it from the process and the
 // next touch reads it back from the page cache (or the disk once the cache dropped it).
