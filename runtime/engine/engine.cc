@@ -279,9 +279,7 @@ Result<void> EngineImpl::Compute(Slot& s, const ChunkKnobs& knobs, ChunkResult& 
   r.context_shrunk = *shrunk;
   if (s.position == 0 && s.generated == 0 && prefixes_.size() > 0 && !building_prefix_) {
     // The first prefill chunk of an empty slot: the prefix cache (engine_prefix.h).
-    r.prefix_tokens = drop_level_ == 0
-                          ? engine_internal::UsePrefix(prefixes_, s, r.precision, model_->config())
-                          : 0;
+    r.prefix_tokens = drop_level_ == 0 ? UsePrefix(prefixes_, s, r.precision, model_->config()) : 0;
     prefix_hits_ += r.prefix_tokens > 0 ? 1 : 0;
     prefix_misses_ += r.prefix_tokens > 0 ? 0 : 1;
     prefix_tokens_ += static_cast<uint64_t>(r.prefix_tokens);

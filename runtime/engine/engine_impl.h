@@ -36,7 +36,7 @@ class EngineImpl final : public Engine {
   EngineImpl(const EngineImpl&) = delete;
   EngineImpl& operator=(const EngineImpl&) = delete;
   ~EngineImpl() override {
-    if (engine_internal::UnlockRegions(locked_) != 0) {
+    if (UnlockRegions(locked_) != 0) {
       std::fprintf(stderr, "ari: engine: some locked memory could not be unlocked\n");
     }
   }
@@ -91,7 +91,7 @@ class EngineImpl final : public Engine {
   EngineCounters Counters() const override {
     EngineCounters c{pin_failures_, cpu_mask_refusals_, isa_refusals_,
                      prefix_hits_,  prefix_tokens_,     prefix_misses_};
-    const engine_internal::SpillCounters& sc = spills_.counters();
+    const SpillCounters& sc = spills_.counters();
     c.spills = sc.spills;
     c.restores = sc.restores;
     c.spill_rejected = sc.rejected;
@@ -105,6 +105,7 @@ class EngineImpl final : public Engine {
     return c;
   }
   Result<PrefixInfo> AddPrefix(std::span<const TokenId> tokens, Precision p) override {
+    // Qualified: the member of the same name hides engine_prefix.h's free function.
     return engine_internal::AddPrefix(*this, slots_, prefixes_, model_id_, model_->config(),
                                       opts_.max_chunk, tokens, p, building_prefix_);
   }
@@ -168,7 +169,7 @@ class EngineImpl final : public Engine {
     return released;
   }
   Result<uint64_t> LockMemory() override;
-  uint64_t locked_bytes() const override { return engine_internal::RegionBytes(locked_); }
+  uint64_t locked_bytes() const override { return RegionBytes(locked_); }
   Result<MemoryYield> ReleaseMemory(bool drop_page_cache) override;
   Result<uint64_t> Rewarm() override;
   bool memory_released() const override { return released_; }
@@ -199,10 +200,10 @@ class EngineImpl final : public Engine {
   FastForward ff_;
   MemoryPlan plan_;
   std::vector<Slot> slots_;
-  engine_internal::ParkStore parks_;
-  engine_internal::SpillStore spills_;  // SpillSlot / RestoreSession
-  engine_internal::PoolBuffer arena_;   // plan_.total_bytes (engine_plan.h)
-  bool huge_pages_ = true;              // the pools' pages (engine_internal::ChooseHugePages)
+  ParkStore parks_;
+  SpillStore spills_;       // SpillSlot / RestoreSession
+  PoolBuffer arena_;        // plan_.total_bytes (engine_plan.h)
+  bool huge_pages_ = true;  // the pools' pages (ChooseHugePages)
   size_t align_ = 128;
   int32_t ctx_ = 0;
   int threads_ = 1;
@@ -213,9 +214,9 @@ class EngineImpl final : public Engine {
   uint64_t pin_failures_ = 0;                 // sum of ChunkResult::pin_failures
   uint64_t cpu_mask_refusals_ = 0;            // chunks whose cpu_mask the pool refused (any worker)
   uint64_t isa_refusals_ = 0;                 // chunks whose max_isa could not be applied
-  std::vector<engine_internal::MemoryRegion> locked_;  // LockMemory()
-  engine_internal::PrefixStore prefixes_;              // AddPrefix (engine_prefix.h)
-  uint64_t model_id_ = 0;                              // the prefix files' model identity
+  std::vector<MemoryRegion> locked_;          // LockMemory()
+  PrefixStore prefixes_;                      // AddPrefix (engine_prefix.h)
+  uint64_t model_id_ = 0;                     // the prefix files' model identity
   bool building_prefix_ = false;
   uint64_t prefix_hits_ = 0, prefix_tokens_ = 0, prefix_misses_ = 0;
   // Memory yield (ReleaseMemory / Rewarm): the anonymous regions released, to prefault
@@ -223,7 +224,7 @@ class EngineImpl final : public Engine {
   bool released_ = false;
   bool relock_ = false;
   bool precision_used_[2] = {false, false};  // [W8, W4] ran since start: Rewarm warms them
-  std::vector<engine_internal::MemoryRegion> released_regions_;
+  std::vector<MemoryRegion> released_regions_;
 };
 
 }  // namespace ari::runtime::engine_internal

@@ -46,7 +46,7 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
   const ArenaLayout layout =
       PlanArena(c, o, ctx_, participants, align_, packed_.has_value(), plan_);
   plan_.model_file_bytes = model_->file().bytes().size();
-  huge_pages_ = engine_internal::ChooseHugePages(o.huge_pages, "/", plan_.notes);
+  huge_pages_ = ChooseHugePages(o.huge_pages, "/", plan_.notes);
   if (auto r = CarveArena(o, layout); !r) return r;
   if (auto r = parks_.Init(*model_, o.park_areas, o.kv_type, ctx_, o.max_chunk, o.max_output,
                            packed_.has_value(), huge_pages_, o.prefault ? pool_.get() : nullptr);
@@ -54,7 +54,7 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
     return r;
   }
   if (o.prefault && o.park_areas > 0) {
-    plan_.notes.push_back(engine_internal::DescribePrefault("park areas", parks_.prefault()));
+    plan_.notes.push_back(DescribePrefault("park areas", parks_.prefault()));
   }
   // The prefaults ran on the pool; the CPUs a chunk reports (TakeObserved) are the chunk's.
   pool_->TakeObserved();
@@ -64,13 +64,13 @@ Result<void> EngineImpl::Init(const EngineOptions& o) {
                           (o.prefault ? "" : ", touched only when a turn is parked"));
   }
   if (!o.prefix_cache.dir.empty() && packed_) {
-    auto id = engine_internal::PrefixModelId(loaded_path_);
+    auto id = PrefixModelId(loaded_path_);
     if (!id) return std::unexpected(id.error());
     model_id_ = *id;
     prefixes_.Init(o.prefix_cache.dir, o.prefix_cache.max_bytes);
   }
   if (!o.spill.dir.empty() && packed_) {
-    auto id = engine_internal::PrefixModelId(loaded_path_);
+    auto id = PrefixModelId(loaded_path_);
     if (!id) return std::unexpected(id.error());
     const uint64_t slot_bytes =
         KvCacheView::Bytes(c, o.kv_type == KvType::kF32 ? KvType::kF32 : o.kv_type, ctx_);
@@ -142,11 +142,11 @@ Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
 
 Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a) {
   const ModelConfig& c = model_->config();
-  arena_ = engine_internal::PoolBuffer(plan_.total_bytes, align_, huge_pages_);
+  arena_ = PoolBuffer(plan_.total_bytes, align_, huge_pages_);
   if (o.prefault) {
-    const engine_internal::PrefaultReport rep = engine_internal::PrefaultOnPool(*pool_, arena_);
+    const PrefaultReport rep = PrefaultOnPool(*pool_, arena_);
     plan_.notes.push_back("arena, park areas and slot text buffers prefaulted at start");
-    plan_.notes.push_back(engine_internal::DescribePrefault("arena", rep));
+    plan_.notes.push_back(DescribePrefault("arena", rep));
   }
   std::byte* p = arena_.data();
   if (packed_) {
@@ -191,10 +191,10 @@ Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a
 
 Result<uint64_t> EngineImpl::LockMemory() {
   if (!locked_.empty()) return locked_bytes();
-  std::vector<engine_internal::MemoryRegion> regions{{arena_.data(), plan_.total_bytes}};
+  std::vector<MemoryRegion> regions{{arena_.data(), plan_.total_bytes}};
   parks_.AppendRegions(regions);
   for (Slot& s : slots_) regions.push_back({s.text.data(), s.text.capacity()});
-  auto r = engine_internal::LockRegions(regions);
+  auto r = LockRegions(regions);
   if (r) locked_ = std::move(regions);
   return r;
 }
@@ -209,32 +209,31 @@ Result<MemoryYield> EngineImpl::ReleaseMemory(bool drop_page_cache) {
   // Locked pages cannot be released (madvise EINVAL): unlock first, lock again on Rewarm.
   relock_ = !locked_.empty();
   if (relock_) {
-    if (engine_internal::UnlockRegions(locked_) != 0) {
+    if (UnlockRegions(locked_) != 0) {
       return MakeError(ErrorCode::kIo, "engine: munlock of the locked regions failed");
     }
     locked_.clear();
   }
-  std::vector<engine_internal::MemoryRegion> kv;
+  std::vector<MemoryRegion> kv;
   for (int32_t i = 0; i < num_slots(); ++i) {
     ResetSlot(i);
     const Slot& s = slots_[static_cast<size_t>(i)];
     kv.push_back({s.kv.k, s.kv_half});
     kv.push_back({s.kv.v, s.kv_half});
   }
-  std::vector<engine_internal::MemoryRegion> parks;
+  std::vector<MemoryRegion> parks;
   parks_.AppendFreeRegions(parks);
   MemoryYield y;
-  y.kv_bytes = engine_internal::ReleaseRegions(kv);
-  y.park_bytes = engine_internal::ReleaseRegions(parks);
+  y.kv_bytes = ReleaseRegions(kv);
+  y.park_bytes = ReleaseRegions(parks);
   released_regions_ = std::move(kv);
   released_regions_.insert(released_regions_.end(), parks.begin(), parks.end());
   released_ = true;  // from here on Rewarm restores, whatever fails below
-  auto m = engine_internal::DropMapping(model_->file().bytes());
+  auto m = DropMapping(model_->file().bytes());
   if (!m) return std::unexpected(m.error());
   y.model_bytes = *m;
   if (drop_page_cache) {
-    if (auto d = engine_internal::DropPageCache(loaded_path_); !d)
-      return std::unexpected(d.error());
+    if (auto d = DropPageCache(loaded_path_); !d) return std::unexpected(d.error());
     y.page_cache_dropped = true;
   }
   return y;
@@ -260,10 +259,10 @@ Result<uint64_t> EngineImpl::Rewarm() {
     }
     add(packed_->classifier[static_cast<size_t>(pi)]);
   }
-  auto warmed = engine_internal::WarmMapping(model_->file().bytes(), MergeRanges(weights));
+  auto warmed = WarmMapping(model_->file().bytes(), MergeRanges(weights));
   if (opts_.prefault) {
-    for (const engine_internal::MemoryRegion& r : released_regions_) {
-      engine_internal::Prefault(r.begin, r.bytes);
+    for (const MemoryRegion& r : released_regions_) {
+      Prefault(r.begin, r.bytes);
     }
   }
   released_regions_.clear();
