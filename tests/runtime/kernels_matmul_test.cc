@@ -138,7 +138,8 @@ TEST_P(MatmulPathTest, GemmMatchesScalarReference) {
   const KernelTable& ref = KernelsFor(IsaTier::kScalar);
   const KernelTable& simd = KernelsFor(GetParam());
   std::mt19937 rng(2);
-  // 1100 columns: 35 groups, a W8A16 GEMM K slice (32 groups; AMX: 16) and a 3-group tail;
+  // 1100 columns: 35 groups, a W8A16 GEMM K slice (32 groups) and a 3-group tail (AMX: two
+  // 12-group slices and an 11-group tail);
   // 2080: 65 groups, the AMX W4A8 K slice (64 groups) and a one-group tail.
   for (int64_t cols : {32L, 172L, 1100L, 2080L}) {
     for (int64_t rows : {3L, 16L, 67L}) {

@@ -100,7 +100,11 @@ inline void Transpose16x16(__m512i r[16]) {
 struct W8Amx {
   using Act = BlockQ16A;
   static constexpr int64_t kTileBytes = kW8TileBytes;
-  static constexpr int64_t kSliceGroups = 16;  // 32 KiB of B tiles
+  // 24 KiB of B tiles: with a token tile's 13 KiB of activations the slice fits the 48 KiB
+  // L1. 16 groups (32 + 17 KiB) did not: W8A16 pp128 with `ari-perf -t 2 -p 128 -n 0 -r 5`
+  // on the Intel Xeon (AMX) host, 14 alternated rounds, paired 12 / 16 ratios 0.98-1.09,
+  // median 1.05; 8, 10 and 14 groups no better than 12 (docs/benchmarks.md).
+  static constexpr int64_t kSliceGroups = 12;
   static constexpr int64_t kRepackBytes = kBBytes;
 
   static TileConfig Config() {
