@@ -123,11 +123,11 @@ bool ChooseHugePages(HugePages policy, const std::string& sys_root,
   return true;
 }
 
-PoolBuffer::PoolBuffer(size_t bytes, size_t align, bool huge) : bytes_(bytes) {
+PoolBuffer::PoolBuffer(size_t bytes, size_t align, bool huge) noexcept : bytes_(bytes) {
   if (bytes == 0) return;
   if (bytes < kHugePage) {
     align_ = align;
-    p_ = static_cast<std::byte*>(::operator new(bytes, std::align_val_t(align_)));
+    p_ = static_cast<std::byte*>(::operator new(bytes, std::align_val_t(align_), std::nothrow));
     return;
   }
   // Its own mapping, 2 MiB aligned (2 MiB more mapped, the slack unmapped): fresh pages and
@@ -138,7 +138,7 @@ PoolBuffer::PoolBuffer(size_t bytes, size_t align, bool huge) : bytes_(bytes) {
   const size_t len = (bytes + page - 1) / page * page;
   const size_t span = len + align_;
   void* m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) throw std::bad_alloc();  // as operator new (engine start only)
+  if (m == MAP_FAILED) return;  // allocated() is false
   const auto base = reinterpret_cast<uintptr_t>(m);
   const uintptr_t a = (base + align_ - 1) & ~(uintptr_t{align_} - 1);
   // Unmapping the slack cannot fail on a range just mapped; if it did, it stays mapped.

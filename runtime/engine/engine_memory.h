@@ -65,14 +65,16 @@ class PoolBuffer {
   static constexpr size_t kHugePage = size_t{2} << 20;
   PoolBuffer() = default;
   // align: a power of two. huge = false: advised MADV_NOHUGEPAGE instead (4 kB pages even
-  // where transparent huge pages are "always").
-  PoolBuffer(size_t bytes, size_t align, bool huge = true);
+  // where transparent huge pages are "always"). Never throws: when the memory cannot be had,
+  // allocated() is false and data() null (the engine reports kOutOfMemory).
+  PoolBuffer(size_t bytes, size_t align, bool huge = true) noexcept;
   ~PoolBuffer();
   PoolBuffer(PoolBuffer&& o) noexcept { *this = std::move(o); }
   PoolBuffer& operator=(PoolBuffer&& o) noexcept;
   PoolBuffer(const PoolBuffer&) = delete;
   PoolBuffer& operator=(const PoolBuffer&) = delete;
 
+  bool allocated() const { return p_ != nullptr || bytes_ == 0; }
   std::byte* data() const { return p_; }
   size_t bytes() const { return bytes_; }
   // MADV_HUGEPAGE was asked for and accepted (the kernel may still use 4 kB pages).

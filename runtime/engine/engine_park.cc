@@ -27,6 +27,10 @@ Result<void> ParkStore::Init(const Model& model, int32_t areas, KvType home, int
     // Default-initialized bytes, written now when prefaulting (a first park, i.e. a CRITICAL
     // arrival, then takes no page fault); else touched only when a turn is parked.
     a.mem = PoolBuffer(area_bytes_, alignof(std::max_align_t), huge_pages);
+    if (!a.mem.allocated()) {
+      return MakeError(ErrorCode::kOutOfMemory, "engine: cannot allocate a park area (" +
+                                                    std::to_string(area_bytes_) + " bytes)");
+    }
     if (prefault != nullptr) AddPrefaultReport(PrefaultOnPool(*prefault, a.mem), prefault_);
     a.k = a.mem.data();
     a.v = a.k + half_bytes_;

@@ -143,6 +143,10 @@ Result<void> EngineImpl::LoadModel(const EngineOptions& o) {
 Result<void> EngineImpl::CarveArena(const EngineOptions& o, const ArenaLayout& a) {
   const ModelConfig& c = model_->config();
   arena_ = PoolBuffer(plan_.total_bytes, align_, huge_pages_);
+  if (!arena_.allocated()) {
+    return MakeError(ErrorCode::kOutOfMemory, "engine: cannot allocate the arena (" +
+                                                  std::to_string(plan_.total_bytes) + " bytes)");
+  }
   if (o.prefault) {
     const PrefaultReport rep = PrefaultOnPool(*pool_, arena_);
     plan_.notes.push_back("arena, park areas and slot text buffers prefaulted at start");

@@ -70,6 +70,14 @@ TEST(PoolBuffer, SmallBufferKeepsTheAskedAlignmentAndNoAdvice) {
   EXPECT_EQ(b.data()[b.bytes() - 1], std::byte{0});
 }
 
+TEST(PoolBuffer, MemoryItCannotHaveIsAValueNotAnException) {
+  PoolBuffer b(size_t{1} << 60, 128);  // beyond any address space: mmap refuses
+  EXPECT_FALSE(b.allocated());
+  EXPECT_EQ(b.data(), nullptr);
+  PoolBuffer ok(4 * PoolBuffer::kHugePage, 128);
+  EXPECT_TRUE(ok.allocated());
+}
+
 TEST(PoolBuffer, EmptyBufferHoldsNothing) {
   PoolBuffer b(0, 128);
   EXPECT_EQ(b.data(), nullptr);
