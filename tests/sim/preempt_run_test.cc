@@ -69,13 +69,18 @@ Policy DefaultPolicy() {
   return p ? *p : Policy{};
 }
 
+constexpr int kNormalPrompt = 160;
+
 PreemptRunOptions Options(const Policy& policy, runtime::ChunkRunner& engine) {
   PreemptRunOptions o;
   o.policy = &policy;
   o.engine = &engine;
   o.vocab_size = 500;
   o.context_length = 2048;
-  o.normal_prompt = 96;
+  // 160 tokens: 20 conservative chunks of 8, each followed by a 12 ms pause. CRITICAL
+  // arrives after the second, so a loaded machine would have to stall this process for
+  // about 200 ms before CRITICAL is late for the structural checks below.
+  o.normal_prompt = kNormalPrompt;
   o.reps = 3;
   o.wait_timeout_ms = 30'000;
   return o;
@@ -92,7 +97,7 @@ TEST(PreemptRun, CriticalIsServedBeforeTheNormalPrefillEnds) {
   auto r = RunPreempt(Options(policy, engine));
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
   ASSERT_EQ(r->reps.size(), 3u);
-  EXPECT_EQ(r->normal_prompt, 96);
+  EXPECT_EQ(r->normal_prompt, kNormalPrompt);
   const qos::Knobs& k = NormalKnobs(policy, true);
   EXPECT_EQ(r->knobs, "conservative (no sensor) (NORMAL: " + qos::KnobsToString(k) + ")");
   for (const PreemptRep& x : r->reps) {
@@ -107,9 +112,9 @@ TEST(PreemptRun, CriticalIsServedBeforeTheNormalPrefillEnds) {
     EXPECT_GT(x.normal_chunk_ms, 0.0);
     EXPECT_GT(x.cpu_normal_tok_s, 0.0);
   }
-  // The NORMAL prompt ran in the reported knobs' chunks: 96 / 8 per repetition.
+  // The NORMAL prompt ran in the reported knobs' chunks: 160 / 8 per repetition.
   EXPECT_EQ(engine.ChunksOf(static_cast<int>(k.prefill_chunk)),
-            3 * 96 / static_cast<int>(k.prefill_chunk));
+            3 * kNormalPrompt / static_cast<int>(k.prefill_chunk));
 }
 
 TEST(PreemptRun, AFixedTemperatureAppliesItsBandsKnobs) {
@@ -117,13 +122,14 @@ TEST(PreemptRun, AFixedTemperatureAppliesItsBandsKnobs) {
   SlowEngine engine(2);
   PreemptRunOptions o = Options(policy, engine);
   o.celsius = 40.0;
+  o.normal_prompt = 480;  // 30 chunks of 16 with 3 ms pauses: the same margin as above
   o.reps = 1;
   auto r = RunPreempt(o);
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
   const qos::Knobs& k = NormalKnobs(policy, false);
   EXPECT_EQ(r->knobs, "band normal (NORMAL: " + qos::KnobsToString(k) + ")");
   EXPECT_EQ(engine.ChunksOf(static_cast<int>(k.prefill_chunk)),
-            96 / static_cast<int>(k.prefill_chunk));
+            480 / static_cast<int>(k.prefill_chunk));
   EXPECT_TRUE(r->reps[0].critical_first) << PreemptRunTable(*r);
 }
 
@@ -188,7 +194,7 @@ TEST(PreemptRun, TableAndJsonCarryEveryRepetition) {
   EXPECT_NE(table.find("preempt: median idle TTFT"), std::string::npos) << table;
   const std::string json = PreemptRunJson(*r);
   EXPECT_EQ(
-      json.rfind("{\"scenario\":\"preempt\",\"busy_slots\":0,\"normal_prompt\":96,\"reps\":2,", 0),
+      json.rfind("{\"scenario\":\"preempt\",\"busy_slots\":0,\"normal_prompt\":160,\"reps\":2,", 0),
       0u)
       << json;
   size_t rows = 0;
