@@ -376,7 +376,7 @@ class Scheduler {
 
  private:
   struct Live;
-  struct ChunkPlan;  // scheduler.cc
+  struct ChunkPlan;  // scheduler_live.h
   struct Slot {
     uint64_t session = 0;  // 0 = no conversation kept
     uint64_t running = 0;  // request id with a turn in progress, 0 = none
