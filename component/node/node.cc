@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -17,20 +16,18 @@
 
 #include "component/node/env_replay.h"
 #include "component/node/node_log.h"
+#include "component/node/node_sensors.h"
 #include "component/node/security_check.h"
 #include "runtime/model/model.h"
 #include "runtime/model/pack_cache.h"
 #include "thermal/clock.h"
-#include "thermal/rc_model.h"
-#include "thermal/replay_source.h"
-#include "thermal/sensors_source.h"
-#include "thermal/sysfs_source.h"
 
 namespace ari::component {
 namespace {
 
 using node_internal::Log;
 using node_internal::NowNs;
+using node_internal::Resolve;
 
 // NodeStatus.model_hash of a model file: its content digest, or 0 (logged) when unreadable.
 uint64_t ContentHash(const std::filesystem::path& model) {
@@ -56,12 +53,6 @@ class CollectErrors final : public google::protobuf::io::ErrorCollector {
   std::string origin_;
 };
 
-std::filesystem::path Resolve(const std::filesystem::path& base, const std::string& p) {
-  if (p.empty()) return {};
-  std::filesystem::path path(p);
-  return path.is_absolute() || base.empty() ? path : base / path;
-}
-
 // The command line's overrides of the config.
 void ApplyOverrides(const NodeOverrides& ov, config::NodeConfig& c) {
   if (!ov.model.empty()) c.set_model_path(ov.model);
@@ -71,45 +62,6 @@ void ApplyOverrides(const NodeOverrides& ov, config::NodeConfig& c) {
 }
 
 }  // namespace
-
-// Forwards to the real source and remembers the last reading for NodeStatus.
-class Node::RecordingSource final : public thermal::TemperatureSource {
- public:
-  RecordingSource(std::unique_ptr<thermal::TemperatureSource> inner, bool simulated)
-      : inner_(std::move(inner)), simulated_(simulated) {}
-  void ReadInto(thermal::Reading& out) override {
-    inner_->ReadInto(out);
-    celsius_.store(static_cast<float>(out.celsius));
-    state_.store(static_cast<int>(out.state));
-  }
-  std::string_view name() const override { return inner_->name(); }
-  float celsius() const { return celsius_.load(); }
-  ari_SensorState wire_state() const {
-    switch (static_cast<thermal::SensorState>(state_.load())) {
-      case thermal::SensorState::kOk: return simulated_ ? ari_SENSOR_SIMULATED : ari_SENSOR_OK;
-      case thermal::SensorState::kStale: return ari_SENSOR_STALE;
-      default: return ari_SENSOR_MISSING;
-    }
-  }
-
- private:
-  std::unique_ptr<thermal::TemperatureSource> inner_;
-  bool simulated_;
-  std::atomic<float> celsius_{NAN};
-  std::atomic<int> state_{static_cast<int>(thermal::SensorState::kNoSensor)};
-};
-
-// Lets a shared (caller-owned) source stand where the node expects to own one.
-class SharedSource final : public thermal::TemperatureSource {
- public:
-  explicit SharedSource(std::shared_ptr<thermal::TemperatureSource> inner)
-      : inner_(std::move(inner)) {}
-  void ReadInto(thermal::Reading& out) override { inner_->ReadInto(out); }
-  std::string_view name() const override { return inner_->name(); }
-
- private:
-  std::shared_ptr<thermal::TemperatureSource> inner_;
-};
 
 Result<config::NodeConfig> ParseNodeConfig(std::string_view text, std::string_view origin) {
   config::NodeConfig cfg;
@@ -357,69 +309,6 @@ Result<void> Node::InitStructuredOutput(const NodeOverrides& ov) {
   return {};
 }
 
-Result<void> Node::OpenTemperatureSource(const NodeOverrides& ov) {
-  const config::NodeConfig& c = config_;
-  const auto& clock = thermal::SteadyClock::Instance();
-  std::unique_ptr<thermal::TemperatureSource> src;
-  bool simulated = false;
-  const auto kind = ov.temperature ? config::SENSOR_NONE : c.sensor().kind();
-  if (kind == config::SENSOR_SENSORS || kind == config::SENSOR_AUTO) {
-    auto s = thermal::SensorsSource::Open({}, clock);
-    if (s && !(*s)->input_names().empty()) {
-      src = std::move(*s);
-    } else if (kind == config::SENSOR_SENSORS) {
-      return MakeError(ErrorCode::kConfig,
-                       "libsensors: " + (s ? (*s)->detail() : s.error().ToString()));
-    }
-  }
-  if (!src && (kind == config::SENSOR_SYSFS || kind == config::SENSOR_AUTO)) {
-    thermal::SysfsOptions so;
-    if (!c.sensor().sysfs_root().empty()) so.root = c.sensor().sysfs_root();
-    for (const auto& t : c.sensor().sysfs_types()) so.types.push_back(t);
-    src = std::make_unique<thermal::SysfsSource>(so, clock);
-  }
-  if (kind == config::SENSOR_RC_MODEL) {
-    auto m = thermal::RcModel::Create(thermal::RcParams{});
-    if (!m) return MakeError(ErrorCode::kConfig, "rc model: " + m.error().ToString());
-    src = std::make_unique<thermal::RcModelSource>(*m, clock);
-    simulated = true;
-  } else if (kind == config::SENSOR_REPLAY) {
-    auto t = thermal::ReplayTrace::Load(Resolve(ov.base_dir, c.sensor().replay_csv()));
-    if (!t) return MakeError(ErrorCode::kConfig, "replay: " + t.error().ToString());
-    thermal::ReplayOptions ro;
-    ro.loop = true;
-    src = std::make_unique<thermal::ReplaySource>(std::move(*t), clock, clock.NowNs(), ro);
-    simulated = true;
-  } else if (kind == config::SENSOR_DDS_REPLAY) {  // simulation only (env_replay.h)
-    EnvReplayOptions er;
-    if (c.sensor().dds_replay_max_age_ms()) {
-      er.max_age_ns = int64_t{c.sensor().dds_replay_max_age_ms()} * 1'000'000;
-    }
-    env_ = std::make_unique<EnvReplay>(er);
-    src = env_->TemperatureSource();
-    simulated = true;
-  } else if (kind == config::SENSOR_NONE) {
-    src.reset();
-  }
-  if (ov.temperature) src = std::make_unique<SharedSource>(ov.temperature);
-  if (src) temperature_ = std::make_unique<RecordingSource>(std::move(src), simulated);
-  return {};
-}
-
-void Node::OpenMemorySource(const NodeOverrides& ov) {
-  memory_source_ = ov.memory_source;
-  if (!memory_source_ && env_) {
-    memory_source_ = [env = env_.get()] { return env->Memory(); };
-    Log("memory and temperature from ari/v2/sim_environment (SENSOR_DDS_REPLAY)");
-  } else if (memory_source_) {
-    Log("memory reading injected by the caller");
-  } else if (auto m = thermal::MemoryMonitor::Create(); m) {
-    memory_ = std::make_unique<thermal::MemoryMonitor>(std::move(*m));
-  } else {
-    Log("memory monitor unavailable: %s", m.error().ToString().c_str());
-  }
-}
-
 Result<void> Node::CreateScheduler(int32_t max_prefill_chunk) {
   decision_text_.reserve(kDecisionTextCapacity);
   reason_text_.reserve(kReasonTextCapacity);
@@ -572,12 +461,6 @@ void Node::StopScheduler() {
     sched_thread_.request_stop();
     sched_thread_.join();
   }
-}
-
-float Node::TemperatureC() const { return temperature_ ? temperature_->celsius() : NAN; }
-
-ari_SensorState Node::SensorWireState() const {
-  return temperature_ ? temperature_->wire_state() : ari_SENSOR_MISSING;
 }
 
 }  // namespace ari::component

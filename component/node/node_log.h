@@ -1,9 +1,11 @@
-// Private to the node's .cc files (node.cc, node_stream.cc, node_serve.cc): the
-// "[ari-node] ..." log line on stderr and the node's steady clock. Not part of the API.
+// Private to the node's .cc files (node*.cc): the "[ari-node] ..." log line on stderr, the
+// node's steady clock and config paths. Not part of the API.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
 #include "ari.h"
 #include "qos/scheduler.h"
@@ -14,6 +16,14 @@ namespace ari::component::node_internal {
 // The process's resident set (/proc/self/statm; 0 when unreadable). No allocation.
 uint64_t ResidentSetBytes();
 ari_StandbyState WireStandby(qos::StandbyState s);  // node_standby.cc
+qos::Urgency ToQos(ari_UrgencyClass u);             // node_admission.cc
+
+// A config path: absolute as is, else relative to the config's folder (empty: empty).
+inline std::filesystem::path Resolve(const std::filesystem::path& base, const std::string& p) {
+  if (p.empty()) return {};
+  std::filesystem::path path(p);
+  return path.is_absolute() || base.empty() ? path : base / path;
+}
 
 inline int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
 
