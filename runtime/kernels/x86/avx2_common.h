@@ -17,6 +17,16 @@
 
 namespace ari::runtime::kernels::internal {
 
+// Pins v to one register at this point (an empty asm statement: no instruction). GCC 12
+// reassociates a fully unrolled chain of integer adds (isum += vpmaddwd(...), 16 per group
+// and token) into a tree. The tree's partial sums do not fit the 16 ymm registers, so it
+// spills them, and the AVX2 W8A16 GEMM ran at 38 instead of 24 ms (docs/benchmarks.md,
+// "The AVX2 W8A16 GEMM's add chains"). The result is the same either way: integer sums.
+template <class V>
+static inline void KeepInRegister(V& v) {
+  asm("" : "+x"(v));
+}
+
 // Sum of the 8 lanes, in a fixed order (the GEMV and GEMM reductions must match).
 static inline float Hsum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v);

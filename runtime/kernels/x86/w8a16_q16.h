@@ -127,6 +127,7 @@ inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const Bloc
 #pragma GCC unroll 12
       for (int t = 0; t < NT; ++t) {
         isum[t] = DotPairs(isum[t], wv, BcastPair(xt[t][g].qs + int64_t{2} * p));
+        KeepInRegister(isum[t]);  // one accumulator per token, no spilled add tree
       }
     }
     for (int t = 0; t < NT; ++t) acc[t] = W8Accumulate(isum[t], wd[g], xt[t][g].d, acc[t]);
