@@ -144,8 +144,9 @@ TEST_P(MatmulPathTest, GemmMatchesScalarReference) {
   for (int64_t cols : {32L, 172L, 1100L, 2080L}) {
     for (int64_t rows : {3L, 16L, 67L}) {
       // W4A8: 6/4/1-3 token tiles (AVX2), 8/4/1-3 on pairs of row blocks (AVX-512); W8A16: 6 (AVX2)
-      // / 12 (VNNI) token tiles, 48 tokens per weight repack (50, 61: a second one). AMX: 16-token
-      // tiles, fewer than 16 tokens on AVX-512, 19 / 50 / 61 end on an overlapping tile.
+      // / 12 (VNNI) token tiles (128 tokens per weight repack: LongGemmMatchesScalarReference).
+      // AMX: 16-token tiles, fewer than 16 tokens on AVX-512, 19 / 50 / 61 end on an
+      // overlapping tile.
       for (int64_t n : {1L, 4L, 7L, 10L, 13L, 16L, 19L, 50L, 61L}) {
         SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " n " +
                      std::to_string(n));
@@ -164,7 +165,8 @@ INSTANTIATE_TEST_SUITE_P(Tiers, MatmulPathTest, ::testing::ValuesIn(testing::Sim
                          testing::TierParamName);
 
 // Long prefill chunks: the AMX GEMM keeps at most 256 tokens' accumulators per row-block
-// pair, so 300 tokens run as two blocks of 150 (each ending on an overlapping tile).
+// pair, so 300 tokens run as two blocks of 150 (each ending on an overlapping tile); the
+// AVX2 / AVX-512 W8A16 GEMMs repack the weights per 128 tokens (three repacks).
 TEST_P(MatmulPathTest, LongGemmMatchesScalarReference) {
   ARI_REQUIRE_TIER(GetParam());
   const KernelTable& ref = KernelsFor(IsaTier::kScalar);
@@ -187,11 +189,11 @@ TEST_P(MatmulTierTest, GemmEqualsNGemvsBitwise) {
   const KernelTable& k = KernelsFor(GetParam());
   std::mt19937 rng(3);
   // 8224: 257 groups, a one-group K slice at the end of the W8A16 GEMM (and of AMX W4A8's
-  // 64-group slices); 53 tokens: more than one weight repack (48 tokens); 21: AMX tiles.
+  // 64-group slices); 137 tokens: more than one weight repack (128 tokens); 21: AMX tiles.
   for (int64_t cols : {64L, 172L, 5632L, 8224L}) {
     for (int64_t rows : {9L, 67L}) {
       const Matrix m(rng, rows, cols, 1);
-      const Acts a(rng, cols == 172 ? 53 : (cols == 5632 ? 21 : 11), cols);
+      const Acts a(rng, cols == 172 ? 137 : (cols == 5632 ? 21 : 11), cols);
       for (bool w4 : {false, true}) {
         SCOPED_TRACE(std::string(w4 ? "W4A8" : "W8A16") + " rows " + std::to_string(rows) +
                      " cols " + std::to_string(cols));

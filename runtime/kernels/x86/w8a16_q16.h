@@ -62,7 +62,10 @@ inline void GemvQ16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t
 // ---------------------------------------------------------------- GEMM
 
 constexpr int64_t kSliceGroups = 32;  // K slice: 32 groups = 1024 columns, 17 KiB repacked
-constexpr int kSuperTokens = 48;      // tokens per repack (accumulators: 1.5 KiB)
+// Tokens per repack (accumulators: 4 KiB per row block). 48 until 2026-12-06: 128 reads
+// and repacks the weights once for a 128-token chunk; W8A16 pp128 paired 1.11 on the
+// AVX-512 tier, 1.02 on AVX2 (docs/benchmarks.md, "The AVX2 W8A16 GEMM's add chains").
+constexpr int kSuperTokens = 128;
 
 // In: r[i] = 8 dwords of row i. Out: r[j] = dword j of every row (lane i = row i).
 inline void Transpose8x8(__m256i r[8]) {
@@ -163,7 +166,7 @@ void GemmQ16Blocks(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64
   constexpr int64_t kRows = K::kBlocks * kRowInterleave;  // rows per step
   alignas(64) typename K::WVec wq[kSliceGroups * 16];     // 16 KiB per block
   alignas(64) typename K::DVec wd[kSliceGroups];          // 1 KiB per block
-  alignas(64) float accbuf[kSuperTokens * kRows];         // 1.5 KiB per block
+  alignas(64) float accbuf[kSuperTokens * kRows];         // 4 KiB per block
   const int64_t groups = Groups(w.cols);
   const int64_t block_bytes = groups * kW8TileBytes;
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; b += K::kBlocks) {
