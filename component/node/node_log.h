@@ -2,6 +2,8 @@
 // node's steady clock and config paths. Not part of the API.
 #pragma once
 
+#include <stdio.h>  // flockfile, funlockfile (POSIX)
+
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -27,14 +29,20 @@ inline std::filesystem::path Resolve(const std::filesystem::path& base, const st
 
 inline int64_t NowNs() { return thermal::SteadyClock::Instance().NowNs(); }
 
+// One whole line: the intake and scheduler threads log at once, and the terminal ledger
+// ("[ari-node] <request id> CANCELLED ...") is read line by line. stderr is unbuffered,
+// so each of the three calls is its own write; the stream lock keeps them together
+// (tests/component/node_log_test.cc).
 void Log(const char* fmt, auto... args) {
-  std::fprintf(stderr, "[ari-node] ");
+  flockfile(stderr);
+  std::fputs("[ari-node] ", stderr);
   if constexpr (sizeof...(args) == 0) {
     std::fputs(fmt, stderr);  // clang: -Wformat-security on a non-literal without args
   } else {
     std::fprintf(stderr, fmt, args...);
   }
   std::fputc('\n', stderr);
+  funlockfile(stderr);
 }
 
 }  // namespace ari::component::node_internal
