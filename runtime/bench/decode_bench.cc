@@ -152,7 +152,8 @@ const Stack& GetStack(PackedPrecision p) {
 
 struct GemvJob {
   const Stack* s = nullptr;
-  const BlockQ16A* a16 = nullptr;
+  const BlockQ16A* a16 = nullptr;      // a Q16 row of 5632 values (the FFN width)
+  const BlockQ16A* a16_dim = nullptr;  // of its first 2048 (the Q16 row has its scales last)
   const BlockQ8A* aq = nullptr;
   float* y = nullptr;  // [2][max rows]: gate and up outputs kept apart, the rest share y[0]
   const std::vector<int>* group = nullptr;
@@ -161,7 +162,7 @@ struct GemvJob {
 
 inline void Rows(const GemvJob& j, const PackedMatrix& m, float* y, int64_t r0, int64_t r1) {
   if (m.precision == PackedPrecision::kW8) {
-    GemvW8A16(m, j.a16, y, r0, r1);
+    GemvW8A16(m, m.cols == 5632 ? j.a16 : j.a16_dim, y, r0, r1);
   } else {
     GemvW4A8(m, j.aq, y, r0, r1);
   }
@@ -198,12 +199,14 @@ void BmDecodeGemvs(benchmark::State& state, PackedPrecision p, int threads, int6
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& v : x) v = dist(rng);
-  std::vector<BlockQ16A> a16(static_cast<size_t>(Groups(5632)));
+  std::vector<BlockQ16A> a16(static_cast<size_t>(ActQ16ABlocks(5632)));
+  std::vector<BlockQ16A> a16_dim(static_cast<size_t>(ActQ16ABlocks(2048)));
   std::vector<BlockQ8A> aq(static_cast<size_t>(Groups(5632)));
   QuantizeActQ16A(x.data(), 5632, a16.data());
+  QuantizeActQ16A(x.data(), 2048, a16_dim.data());
   QuantizeActQ8A(x.data(), 5632, aq.data());
   std::vector<float> y(size_t{3} * 8192);
-  GemvJob job{&s, a16.data(), aq.data(), y.data()};
+  GemvJob job{&s, a16.data(), a16_dim.data(), aq.data(), y.data()};
   ThreadPool& pool = Pool();
   const uint64_t runs0 = pool.runs();
   for (auto _ : state) {

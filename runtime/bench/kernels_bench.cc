@@ -86,9 +86,11 @@ const Weights& GetWeights(PackedPrecision p, int64_t rows, int64_t cols, bool st
 }
 
 struct Activations {
-  std::vector<BlockQ16A> q16;
+  std::vector<BlockQ16A> q16_store;  // q16: 64-byte aligned inside it, as the engine's arena
+  BlockQ16A* q16 = nullptr;
   std::vector<BlockQ8A> q8a;
-  int64_t ldq = 0;  // blocks per token row (both formats)
+  int64_t ld16 = 0;  // blocks per token row
+  int64_t ldq = 0;
 };
 
 Activations MakeActivations(int64_t n, int64_t cols) {
@@ -96,12 +98,16 @@ Activations MakeActivations(int64_t n, int64_t cols) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(cols));
   Activations a;
-  a.ldq = Groups(cols);
-  a.q16.resize(static_cast<size_t>(n * a.ldq));
+  a.ld16 = ActQ16ABlocks(cols);
+  a.ldq = ActQ8ABlocks(cols);
+  a.q16_store.resize(static_cast<size_t>(n * a.ld16 + 1));
+  void* start = a.q16_store.data();
+  size_t space = a.q16_store.size() * sizeof(BlockQ16A);
+  a.q16 = static_cast<BlockQ16A*>(std::align(64, n * a.ld16 * sizeof(BlockQ16A), start, space));
   a.q8a.resize(static_cast<size_t>(n * a.ldq));
   for (int64_t t = 0; t < n; ++t) {
     for (auto& v : x) v = dist(rng);
-    QuantizeActQ16A(KernelsFor(IsaTier::kScalar), x.data(), cols, a.q16.data() + t * a.ldq);
+    QuantizeActQ16A(KernelsFor(IsaTier::kScalar), x.data(), cols, a.q16 + t * a.ld16);
     QuantizeActQ8A(KernelsFor(IsaTier::kScalar), x.data(), cols, a.q8a.data() + t * a.ldq);
   }
   return a;
@@ -120,7 +126,7 @@ void BmGemv(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t ro
   for (auto _ : state) {
     const PackedMatrix m = w.At(p, i);
     if (p == PackedPrecision::kW8) {
-      k.gemv_w8a16(m, a.q16.data(), y.data(), 0, rows);
+      k.gemv_w8a16(m, a.q16, y.data(), 0, rows);
     } else {
       k.gemv_w4a8(m, a.q8a.data(), y.data(), 0, rows);
     }
@@ -144,7 +150,7 @@ void BmGemm(benchmark::State& state, IsaTier tier, PackedPrecision p, int64_t ro
   const PackedMatrix m = w.At(p, 0);
   for (auto _ : state) {
     if (p == PackedPrecision::kW8) {
-      k.gemm_w8a16(m, a.q16.data(), a.ldq, n, y.data(), rows, 0, rows);
+      k.gemm_w8a16(m, a.q16, a.ld16, n, y.data(), rows, 0, rows);
     } else {
       k.gemm_w4a8(m, a.q8a.data(), a.ldq, n, y.data(), rows, 0, rows);
     }

@@ -60,7 +60,7 @@ void MatRows(const MatJob& j, int m, int64_t r0, int64_t r1, FastForward::Matmul
     return;
   }
   if (w8) {
-    k.gemm_w8a16(w, j.a16, kernels::Groups(w.cols), j.n, j.y[m], w.rows, r0, r1);
+    k.gemm_w8a16(w, j.a16, kernels::ActQ16ABlocks(w.cols), j.n, j.y[m], w.rows, r0, r1);
   } else {
     k.gemm_w4a8(w, j.aq, kernels::Groups(w.cols), j.n, j.y[m], w.rows, r0, r1);
   }
@@ -186,7 +186,8 @@ uint64_t FastForward::WorkspaceBytes(const ModelConfig& c, int32_t max_tokens, i
       n * c.q_dim() * f,
       n * c.ffn_dim * f,
       n * c.ffn_dim * f,
-      n * static_cast<uint64_t>(kernels::Groups(static_cast<int64_t>(max_k))) * sizeof(BlockQ16A),
+      n * static_cast<uint64_t>(kernels::ActQ16ABlocks(static_cast<int64_t>(max_k))) *
+          sizeof(BlockQ16A),
       n * static_cast<uint64_t>(kernels::Groups(static_cast<int64_t>(max_k))) * sizeof(BlockQ8A),
       static_cast<uint64_t>(participants) * AlignUp(static_cast<uint64_t>(ctx) * f, align),
       static_cast<uint64_t>(c.vocab_size) * f,
@@ -250,7 +251,8 @@ Result<void> FastForward::Init(const Model& model, const PackedWeights& packed,
   b_.att_out = reinterpret_cast<float*>(take(n * c.q_dim() * f));
   b_.hg = reinterpret_cast<float*>(take(n * c.ffn_dim * f));
   b_.hu = reinterpret_cast<float*>(take(n * c.ffn_dim * f));
-  b_.a16 = reinterpret_cast<BlockQ16A*>(take(n * kernels::Groups(max_k_) * sizeof(BlockQ16A)));
+  b_.a16 =
+      reinterpret_cast<BlockQ16A*>(take(n * kernels::ActQ16ABlocks(max_k_) * sizeof(BlockQ16A)));
   b_.aq = reinterpret_cast<BlockQ8A*>(take(n * kernels::Groups(max_k_) * sizeof(BlockQ8A)));
   b_.att = reinterpret_cast<float*>(take(static_cast<uint64_t>(participants) * att_stride_ * f));
   b_.logits = reinterpret_cast<float*>(take(static_cast<uint64_t>(c.vocab_size) * f));
@@ -277,7 +279,7 @@ void FastForward::PrepareAct(const float* x, int64_t n, int64_t cols, const floa
   for (int64_t t = 0; t < n; ++t) {
     const float* xt = x + t * cols;
     if (p == PackedPrecision::kW8) {
-      BlockQ16A* out = b_.a16 + t * kernels::Groups(cols);
+      BlockQ16A* out = b_.a16 + t * kernels::ActQ16ABlocks(cols);
       if (norm)
         kernels::RmsNormToQ16A(k, xt, norm, cols, eps, out);
       else

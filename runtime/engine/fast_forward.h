@@ -132,7 +132,7 @@ class FastForward {
     float* att_out;           // [n, q_dim]
     float* hg;                // [n, ffn]
     float* hu;                // [n, ffn]
-    kernels::BlockQ16A* a16;  // [n, Groups(max_k)]
+    kernels::BlockQ16A* a16;  // [n, ActQ16ABlocks(max_k)]: Q16 rows
     kernels::BlockQ8A* aq;    // [n, Groups(max_k)]
     float* att;               // [participants, att_stride]
     float* logits;            // [vocab]

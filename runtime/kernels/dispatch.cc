@@ -158,29 +158,42 @@ Result<void> CheckMatmulArgs(const PackedMatrix& w, PackedPrecision expected, in
 
 namespace {
 
-// Quantizes `cols` values into Groups(cols) blocks with `quantize` (a table entry taking a
-// multiple of 32 values), the last group zero padded.
-template <class Block>
-void QuantizeRow(void (*quantize)(const float*, int64_t, Block*), const float* x, int64_t cols,
-                 Block* out) {
+// Quantizes `cols` values into Groups(cols) groups with `quantize(x, n, g)` (a table entry
+// taking a multiple of 32 values, writing groups g ..), the last group zero padded.
+template <class Quantize>
+void QuantizeRow(Quantize quantize, const float* x, int64_t cols) {
   const int64_t full = cols / kGroup;
-  if (full > 0) quantize(x, full * kGroup, out);
+  if (full > 0) quantize(x, full * kGroup, 0);
   const int64_t tail = cols - full * kGroup;
   if (tail > 0) {
     alignas(64) float buf[kGroup] = {};
     std::memcpy(buf, x + full * kGroup, static_cast<size_t>(tail) * sizeof(float));
-    quantize(buf, kGroup, out + full);
+    quantize(buf, kGroup, full);
   }
+}
+
+// A Q16 row's quantizer for the table's entry: groups g .. of `out` and of its scales; the
+// scales' padding to whole blocks zeroed (layout.h).
+auto Q16Writer(const KernelTable& k, int64_t cols, BlockQ16A* out) {
+  const int64_t groups = Groups(cols);
+  float* d = Q16Scales(out, groups);
+  std::fill(d + groups, reinterpret_cast<float*>(out + ActQ16ABlocks(cols)), 0.0f);
+  return
+      [&k, out, d](const float* x, int64_t n, int64_t g) { k.quantize_q16a(x, n, out + g, d + g); };
+}
+
+auto Q8Writer(const KernelTable& k, BlockQ8A* out) {
+  return [&k, out](const float* x, int64_t n, int64_t g) { k.quantize_q8a(x, n, out + g); };
 }
 
 }  // namespace
 
 void QuantizeActQ16A(const KernelTable& k, const float* x, int64_t cols, BlockQ16A* out) {
-  QuantizeRow(k.quantize_q16a, x, cols, out);
+  QuantizeRow(Q16Writer(k, cols, out), x, cols);
 }
 
 void QuantizeActQ8A(const KernelTable& k, const float* x, int64_t cols, BlockQ8A* out) {
-  QuantizeRow(k.quantize_q8a, x, cols, out);
+  QuantizeRow(Q8Writer(k, out), x, cols);
 }
 
 namespace {
@@ -201,14 +214,13 @@ void Chunked(int64_t cols, Make make, Emit emit) {
   }
 }
 
-// Emits values as Q8A / Q16A groups (a chunk is a multiple of 32 except the last one: pad
-// it).
-template <class Block>
-void EmitBlocks(void (*quantize)(const float*, int64_t, Block*), int64_t c, int64_t len, float* buf,
-                Block* out) {
+// Emits values [c, c + len) as groups with `write` (a Q16Writer / Q8Writer; a chunk is a
+// multiple of 32 except the last one: pad it).
+template <class Write>
+void EmitGroups(const Write& write, int64_t c, int64_t len, float* buf) {
   const int64_t padded = PaddedCols(len);
   std::fill(buf + len, buf + padded, 0.0f);
-  quantize(buf, padded, out + c / kGroup);
+  write(buf, padded, c / kGroup);
 }
 
 }  // namespace
@@ -224,7 +236,9 @@ void RmsNormToQ16A(const KernelTable& k, const float* x, const float* weight, in
   Chunked(
       cols,
       [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
-      [&](int64_t c, int64_t len, float* buf) { EmitBlocks(k.quantize_q16a, c, len, buf, out); });
+      [&, write = Q16Writer(k, cols, out)](int64_t c, int64_t len, float* buf) {
+        EmitGroups(write, c, len, buf);
+      });
 }
 
 void RmsNormToQ8A(const KernelTable& k, const float* x, const float* weight, int64_t cols,
@@ -233,21 +247,27 @@ void RmsNormToQ8A(const KernelTable& k, const float* x, const float* weight, int
   Chunked(
       cols,
       [&](int64_t c, int64_t len, float* buf) { k.scale_mul(x + c, weight + c, s, len, buf); },
-      [&](int64_t c, int64_t len, float* buf) { EmitBlocks(k.quantize_q8a, c, len, buf, out); });
+      [&, write = Q8Writer(k, out)](int64_t c, int64_t len, float* buf) {
+        EmitGroups(write, c, len, buf);
+      });
 }
 
 void SwiGluToQ16A(const KernelTable& k, const float* gate, const float* up, int64_t cols,
                   BlockQ16A* out) {
   Chunked(
       cols, [&](int64_t c, int64_t len, float* buf) { k.swiglu(gate + c, up + c, len, buf); },
-      [&](int64_t c, int64_t len, float* buf) { EmitBlocks(k.quantize_q16a, c, len, buf, out); });
+      [&, write = Q16Writer(k, cols, out)](int64_t c, int64_t len, float* buf) {
+        EmitGroups(write, c, len, buf);
+      });
 }
 
 void SwiGluToQ8A(const KernelTable& k, const float* gate, const float* up, int64_t cols,
                  BlockQ8A* out) {
   Chunked(
       cols, [&](int64_t c, int64_t len, float* buf) { k.swiglu(gate + c, up + c, len, buf); },
-      [&](int64_t c, int64_t len, float* buf) { EmitBlocks(k.quantize_q8a, c, len, buf, out); });
+      [&, write = Q8Writer(k, out)](int64_t c, int64_t len, float* buf) {
+        EmitGroups(write, c, len, buf);
+      });
 }
 
 }  // namespace ari::runtime::kernels

@@ -33,7 +33,7 @@ void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, in
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
               int64_t ldy, int64_t r0, int64_t r1);
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out);
-void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out);
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* qs, float* d);
 void ConvertF16(const float* x, int64_t n, uint16_t* out);
 void ConvertBf16(const float* x, int64_t n, uint16_t* out);
 float SumSquares(const float* x, int64_t n);
@@ -57,7 +57,7 @@ void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, in
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
               int64_t ldy, int64_t r0, int64_t r1);
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out);
-void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out);
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* qs, float* d);
 void ConvertF16(const float* x, int64_t n, uint16_t* out);
 void ConvertBf16(const float* x, int64_t n, uint16_t* out);
 float SumSquares(const float* x, int64_t n);
@@ -99,7 +99,7 @@ void GemvW4A8(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, in
 void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int64_t n, float* y,
               int64_t ldy, int64_t r0, int64_t r1);
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out);
-void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out);
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* qs, float* d);
 void ConvertF16(const float* x, int64_t n, uint16_t* out);
 void ConvertBf16(const float* x, int64_t n, uint16_t* out);
 float SumSquares(const float* x, int64_t n);

@@ -10,8 +10,9 @@
 //  - 0 <= r0 <= r1 <= w.rows; ranges that start and end on multiples of kRowInterleave
 //    (or at w.rows) are fastest, any range is correct. Disjoint ranges may run on
 //    different threads concurrently (each writes only its own rows).
-//  - Activation rows hold Groups(w.cols) BlockQ16A / BlockQ8A blocks, the last group zero
-//    padded (as written by QuantizeActQ16A / QuantizeActQ8A).
+//  - Activation rows are Q16 rows (ActQ16ABlocks(w.cols) BlockQ16A: the quants, then the
+//    scales) or Groups(w.cols) BlockQ8A blocks, the last group zero padded (as written by
+//    QuantizeActQ16A / QuantizeActQ8A).
 //  - Pointers need only the natural alignment of their element type (128-byte aligned
 //    buffers are recommended); packed weights may start at any byte.
 //  - Outputs must not alias inputs. No function allocates memory.
@@ -31,7 +32,7 @@ struct KernelTable {
   void (*gemv_w8a16)(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0,
                      int64_t r1) = nullptr;
   // y[t * ldy + r] = sum_k W[r][k] * x[t * ldx + k] for t < n, r in [r0, r1).
-  // ldx in blocks (>= Groups(cols)), ldy in floats.
+  // ldx in blocks (>= ActQ16ABlocks(cols)), ldy in floats.
   void (*gemm_w8a16)(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64_t n, float* y,
                      int64_t ldy, int64_t r0, int64_t r1) = nullptr;
   void (*gemv_w4a8)(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0,
@@ -46,9 +47,10 @@ struct KernelTable {
   IsaTier gemm_w8a16_tier = IsaTier::kScalar;
   IsaTier gemv_w4a8_tier = IsaTier::kScalar;
   IsaTier gemm_w4a8_tier = IsaTier::kScalar;
-  // n % 32 == 0: n / 32 blocks (see BlockQ8A, BlockQ16A).
+  // n % 32 == 0: n / 32 blocks (see BlockQ8A), or n / 32 blocks of quants and n / 32 scales
+  // (BlockQ16A: the parts of a Q16 row).
   void (*quantize_q8a)(const float* x, int64_t n, BlockQ8A* out) = nullptr;
-  void (*quantize_q16a)(const float* x, int64_t n, BlockQ16A* out) = nullptr;
+  void (*quantize_q16a)(const float* x, int64_t n, BlockQ16A* qs, float* d) = nullptr;
   // out[i] = fp16(clamp(x[i], -65504, 65504)), round to nearest even; any n.
   void (*convert_f16)(const float* x, int64_t n, uint16_t* out) = nullptr;
   // out[i] = bf16(x[i]), round to nearest even; any n.
@@ -113,7 +115,7 @@ inline void GemmW4A8(const PackedMatrix& w, const BlockQ8A* x, int64_t ldx, int6
 
 // Activation preparation for one token row of `cols` values. Each has an overload taking
 // an explicit table (tests, benchmarks) and one using ActiveKernels().
-// fp32 -> Groups(cols) BlockQ16A (last group zero padded).
+// fp32 -> a Q16 row of ActQ16ABlocks(cols) BlockQ16A (last group zero padded).
 void QuantizeActQ16A(const KernelTable& k, const float* x, int64_t cols, BlockQ16A* out);
 // fp32 -> Groups(cols) BlockQ8A (last group zero padded).
 void QuantizeActQ8A(const KernelTable& k, const float* x, int64_t cols, BlockQ8A* out);

@@ -30,10 +30,16 @@
 // no horizontal reduction, and the 8 per-row results of a group land in one vector that is
 // scaled by the 8 row scales at once.
 //
-// ---- W8A16 activations: BlockQ16A (68 bytes per group of 32) ----
-// float d; int16 qs[32]: x[j] ~= d * qs[j], qs in [-32767, 32767], d = max|x| / 32767,
-// qs = round-to-nearest-even(x * (1 / d)) (d below FLT_MIN, or a zero group, gives d = 0 and
-// qs = 0). 16-bit integers rather than fp16 so the weight x activation products are exact
+// ---- W8A16 activations: Q16 rows of BlockQ16A (64 bytes per group of 32) ----
+// Per group: int16 qs[32] and an fp32 scale d: x[j] ~= d * qs[j], qs in [-32767, 32767],
+// d = max|x| / 32767, qs = round-to-nearest-even(x * (1 / d)) (d below FLT_MIN, or a zero
+// group, gives d = 0 and qs = 0). A row of K activations is G blocks of qs (one per group),
+// then the G scales, zero padded to whole blocks: ActQ16ABlocks(K) = G + ceil(G / 16)
+// blocks, G * 68 bytes when G % 16 == 0 (Q16Scales finds the scales). So every group's
+// 64 bytes start 64-byte aligned when the row does: one cache line per group for the AMX
+// tile rows (a 68-byte block with d first split 15 of 16 groups over two lines; aligned,
+// the AMX GEMM ran 9-10% faster, docs/benchmarks.md) and for the 512-bit loads.
+// 16-bit integers rather than fp16 so the weight x activation products are exact
 // int32 dot products (vpmaddwd / vpdpwssd on x86, smlal on ARM) instead of an fp32 FMA per
 // weight: the kernels do 2-4x fewer operations per weight and W8A16 decode streams at the
 // memory's speed. Quality: the rounding error is at most d / 2 = max|x| / 65534 per value,
@@ -73,12 +79,11 @@ struct BlockQ8A {
 };
 static_assert(sizeof(BlockQ8A) == 40);
 
-// W8A16 activation group.
+// W8A16 activation group's quants (its scale is in the row's scales, Q16Scales).
 struct BlockQ16A {
-  float d;
   int16_t qs[kGroup];
 };
-static_assert(sizeof(BlockQ16A) == 68);
+static_assert(sizeof(BlockQ16A) == 64);
 
 // A packed matrix as kernels see it (a view: the bytes live in a mapped file or arena).
 struct PackedMatrix {
@@ -101,8 +106,20 @@ constexpr int64_t RowBlockBytes(PackedPrecision p, int64_t cols) {
 constexpr int64_t PackedBytes(PackedPrecision p, int64_t rows, int64_t cols) {
   return RowBlocks(rows) * RowBlockBytes(p, cols);
 }
-// Blocks of a W8A16 and of a W4A8 activation row.
-constexpr int64_t ActQ16ABlocks(int64_t cols) { return Groups(cols); }
+// Blocks of a W8A16 activation row (Q16 row: the groups' quants, then their scales) and of
+// a W4A8 one.
+inline constexpr int64_t kQ16ScalesPerBlock = int64_t{sizeof(BlockQ16A) / sizeof(float)};  // 16
+constexpr int64_t ActQ16ABlocks(int64_t cols) {
+  return Groups(cols) + (Groups(cols) + kQ16ScalesPerBlock - 1) / kQ16ScalesPerBlock;
+}
 constexpr int64_t ActQ8ABlocks(int64_t cols) { return Groups(cols); }
+// The scales of a Q16 row (`row`: its first block; `groups`: Groups(cols)). Token t of rows
+// ldx blocks apart has its scales at Q16Scales(row, groups) + t * ldx * kQ16ScalesPerBlock.
+inline const float* Q16Scales(const BlockQ16A* row, int64_t groups) {
+  return reinterpret_cast<const float*>(row + groups);
+}
+inline float* Q16Scales(BlockQ16A* row, int64_t groups) {
+  return reinterpret_cast<float*>(row + groups);
+}
 
 }  // namespace ari::runtime::kernels

@@ -29,6 +29,7 @@ namespace scalar {
 
 void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
+  const float* da = Q16Scales(x, groups);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* block = w.data + b * groups * kW8TileBytes;
     float acc[kRowInterleave] = {};
@@ -40,7 +41,7 @@ void GemvW8A16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, 
         int32_t isum = 0;
         for (int j = 0; j < kGroup; ++j) isum += int32_t{q[j]} * a.qs[j];
         const float dw = Fp16ToFp32(LoadU16(tile + int64_t{2} * i));
-        acc[i] = std::fma(static_cast<float>(isum), dw * a.d, acc[i]);
+        acc[i] = std::fma(static_cast<float>(isum), dw * da[g], acc[i]);
       }
     }
     for (int i = 0; i < kRowInterleave; ++i) {

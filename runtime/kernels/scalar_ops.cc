@@ -31,7 +31,7 @@ void QuantizeQ8AScalar(const float* x, int64_t n, BlockQ8A* out) {
   }
 }
 
-void QuantizeQ16AScalar(const float* x, int64_t n, BlockQ16A* out) {
+void QuantizeQ16AScalar(const float* x, int64_t n, BlockQ16A* qs, float* ds) {
   for (int64_t g = 0; g < n / kGroup; ++g) {
     const float* xg = x + g * kGroup;
     float amax = 0.0f;
@@ -39,11 +39,10 @@ void QuantizeQ16AScalar(const float* x, int64_t n, BlockQ16A* out) {
     float d = amax / 32767.0f;
     if (d < std::numeric_limits<float>::min()) d = 0.0f;  // 1 / d would overflow
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    BlockQ16A& b = out[g];
-    b.d = d;
+    ds[g] = d;
     for (int j = 0; j < kGroup; ++j) {
       const float v = std::nearbyint(xg[j] * id);  // |v| <= 32767 by construction
-      b.qs[j] = static_cast<int16_t>(static_cast<int>(v));
+      qs[g].qs[j] = static_cast<int16_t>(static_cast<int>(v));
     }
   }
 }
@@ -118,7 +117,9 @@ void AttnValuesScalar(const float* p, const T* v, int64_t ldv, int64_t d, int64_
 
 namespace scalar {
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out) { QuantizeQ8AScalar(x, n, out); }
-void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out) { QuantizeQ16AScalar(x, n, out); }
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* qs, float* d) {
+  QuantizeQ16AScalar(x, n, qs, d);
+}
 void ConvertF16(const float* x, int64_t n, uint16_t* out) { ConvertF16Scalar(x, n, out); }
 void ConvertBf16(const float* x, int64_t n, uint16_t* out) { ConvertBf16Scalar(x, n, out); }
 float SumSquares(const float* x, int64_t n) { return SumSquaresScalar(x, n); }

@@ -63,7 +63,7 @@ struct Acts {
   Acts(std::mt19937& rng, int64_t n_, int64_t c)
       : n(n_),
         cols(c),
-        ld16(Groups(c) + 2),
+        ld16(ActQ16ABlocks(c) + 2),
         ldq(Groups(c) + 1),
         x(RandomVec(rng, static_cast<size_t>(n_ * c))),
         buf16(static_cast<size_t>(n_ * ld16) * sizeof(BlockQ16A)),
@@ -80,7 +80,7 @@ struct Acts {
   float Consumed(bool w4, int64_t c) const {
     const int64_t g = c / 32, j = c % 32;
     return w4 ? q8a[g].d * static_cast<float>(q8a[g].qs[j])
-              : q16[g].d * static_cast<float>(q16[g].qs[j]);
+              : Q16Scales(q16, Groups(cols))[g] * static_cast<float>(q16[g].qs[j]);
   }
   int64_t n, cols, ld16, ldq;
   std::vector<float> x;

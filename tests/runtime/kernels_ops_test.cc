@@ -54,13 +54,9 @@ std::vector<float> Dequant(const BlockQ8A* b, int64_t cols) {
   return v;
 }
 
-// Blocks equal member by member (scale bits and quants).
-bool SameBlocks(const BlockQ16A* a, const BlockQ16A* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    if (std::bit_cast<uint32_t>(a[i].d) != std::bit_cast<uint32_t>(b[i].d)) return false;
-    if (!std::equal(std::begin(a[i].qs), std::end(a[i].qs), std::begin(b[i].qs))) return false;
-  }
-  return true;
+// Q16 rows of `cols` values equal byte for byte: quants, scale bits and the zeroed padding.
+bool SameQ16Rows(const BlockQ16A* a, const BlockQ16A* b, int64_t cols) {
+  return std::memcmp(a, b, static_cast<size_t>(ActQ16ABlocks(cols)) * sizeof(BlockQ16A)) == 0;
 }
 
 TEST_P(OpsPathTest, QuantizeAndConvertAreBitExact) {
@@ -85,19 +81,21 @@ TEST_P(OpsPathTest, QuantizeAndConvertAreBitExact) {
       ASSERT_EQ(q_ref[g].sum, sum);
     }
     // Q16A (W8A16 activations): bit-identical, each value within half a step of x.
-    TestBuffer c1(static_cast<size_t>(Groups(n)) * sizeof(BlockQ16A)),
-        c2(static_cast<size_t>(Groups(n)) * sizeof(BlockQ16A));
+    TestBuffer c1(static_cast<size_t>(ActQ16ABlocks(n)) * sizeof(BlockQ16A)),
+        c2(static_cast<size_t>(ActQ16ABlocks(n)) * sizeof(BlockQ16A));
     auto* h_ref = reinterpret_cast<BlockQ16A*>(c1.At(4));
     auto* h_simd = reinterpret_cast<BlockQ16A*>(c2.At(8));
     QuantizeActQ16A(ref_, x.data(), n, h_ref);
     QuantizeActQ16A(k, x.data(), n, h_simd);
-    EXPECT_TRUE(SameBlocks(h_ref, h_simd, static_cast<size_t>(Groups(n))));
+    EXPECT_TRUE(SameQ16Rows(h_ref, h_simd, n));
+    const float* d_ref = Q16Scales(h_ref, Groups(n));
     for (int64_t i = 0; i < PaddedCols(n); ++i) {
-      const BlockQ16A& blk = h_ref[i / 32];
+      const int64_t g = i / kGroup;
+      const float d = d_ref[g];
       const float xi = i < n ? x[static_cast<size_t>(i)] : 0.0f;  // the tail is zero padded
       // Half a step, plus the fp32 rounding of x * (1 / d) (relative 2^-23, 1e-6 with margin).
-      const double err = std::fabs(static_cast<double>(blk.d) * blk.qs[i % 32] - xi);
-      ASSERT_LE(err, 0.5 * blk.d + 1e-6 * std::fabs(xi)) << "value " << i;
+      const double err = std::fabs(static_cast<double>(d) * h_ref[g].qs[i % kGroup] - xi);
+      ASSERT_LE(err, 0.5 * d + 1e-6 * std::fabs(xi)) << "value " << i;
     }
     std::vector<uint16_t> f_ref(static_cast<size_t>(n)), f_simd = f_ref;
     ref_.convert_f16(x.data(), n, f_ref.data());
@@ -125,15 +123,16 @@ TEST_P(OpsPathTest, QuantizeQ16AEdgeGroups) {
   for (size_t j = 1; j < 32; ++j) x[64 + j] = 1e-9f * static_cast<float>(j);
   for (size_t j = 0; j < 32; ++j) x[96 + j] = (static_cast<float>(j) - 16.0f) * 0.5f;
   x[96] = 32767.0f;  // d = 1: the other values are k + 0.5 halves, rounded to even
-  std::vector<BlockQ16A> r(4), s(4);
+  std::vector<BlockQ16A> r(static_cast<size_t>(ActQ16ABlocks(128))), s = r;
   QuantizeActQ16A(ref_, x.data(), 128, r.data());
   QuantizeActQ16A(k, x.data(), 128, s.data());
-  EXPECT_TRUE(SameBlocks(r.data(), s.data(), r.size()));
-  EXPECT_EQ(r[0].d, 0.0f);
-  EXPECT_EQ(r[1].d, 0.0f);  // subnormal scale: the group reads as zero
+  EXPECT_TRUE(SameQ16Rows(r.data(), s.data(), 128));
+  const float* d = Q16Scales(r.data(), 4);
+  EXPECT_EQ(d[0], 0.0f);
+  EXPECT_EQ(d[1], 0.0f);  // subnormal scale: the group reads as zero
   for (int j = 0; j < 32; ++j) EXPECT_EQ(r[1].qs[j], 0);
   EXPECT_EQ(r[2].qs[0], 32767);
-  EXPECT_EQ(r[3].d, 1.0f);
+  EXPECT_EQ(d[3], 1.0f);
   EXPECT_EQ(r[3].qs[0], 32767);
   EXPECT_EQ(r[3].qs[1], -8);  // -7.5 -> -8 (even)
   EXPECT_EQ(r[3].qs[2], -7);  // -7.0
@@ -169,10 +168,12 @@ TEST_P(OpsPathTest, RmsNormFusedMatchesReference) {
     QuantizeActQ8A(k, f_simd.data(), n, q_unfused.data());
     EXPECT_EQ(std::memcmp(q_unfused.data(), q_simd.data(), q_ref.size() * sizeof(BlockQ8A)), 0);
 
-    std::vector<BlockQ16A> h_simd(static_cast<size_t>(Groups(n))), h_unfused = h_simd;
+    // Different garbage first, so the zeroed padding is checked too.
+    std::vector<BlockQ16A> h_simd(static_cast<size_t>(ActQ16ABlocks(n)), BlockQ16A{{1}});
+    std::vector<BlockQ16A> h_unfused(h_simd.size(), BlockQ16A{{2}});
     RmsNormToQ16A(k, x.data(), w.data(), n, 1e-5f, h_simd.data());
     QuantizeActQ16A(k, f_simd.data(), n, h_unfused.data());
-    EXPECT_TRUE(SameBlocks(h_simd.data(), h_unfused.data(), h_simd.size()));
+    EXPECT_TRUE(SameQ16Rows(h_simd.data(), h_unfused.data(), n));
   }
 }
 
@@ -200,10 +201,11 @@ TEST_P(OpsPathTest, SwiGluMatchesReference) {
     SwiGluToQ8A(k, g.data(), u.data(), n, q.data());
     QuantizeActQ8A(k, s.data(), n, q2.data());
     EXPECT_EQ(std::memcmp(q.data(), q2.data(), q.size() * sizeof(BlockQ8A)), 0);
-    std::vector<BlockQ16A> h(static_cast<size_t>(Groups(n))), h2 = h;
+    std::vector<BlockQ16A> h(static_cast<size_t>(ActQ16ABlocks(n)), BlockQ16A{{1}});
+    std::vector<BlockQ16A> h2(h.size(), BlockQ16A{{2}});
     SwiGluToQ16A(k, g.data(), u.data(), n, h.data());
     QuantizeActQ16A(k, s.data(), n, h2.data());
-    EXPECT_TRUE(SameBlocks(h.data(), h2.data(), h.size()));
+    EXPECT_TRUE(SameQ16Rows(h.data(), h2.data(), n));
   }
 }
 

@@ -60,6 +60,7 @@ inline void LoadQ16(const BlockQ16A& a, int16x8_t x[4]) {
 
 void GemvW8A16Neon(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
   const int64_t groups = Groups(w.cols);
+  const float* xd = Q16Scales(x, groups);
   for (int64_t b = r0 / kRowInterleave; b * kRowInterleave < r1; ++b) {
     const std::byte* tile = w.data + b * groups * kW8TileBytes;
     float32x4_t acc_lo = vdupq_n_f32(0.0f), acc_hi = vdupq_n_f32(0.0f);
@@ -75,7 +76,7 @@ void GemvW8A16Neon(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t 
       }
       float32x4_t d_lo, d_hi;
       LoadScales(tile, &d_lo, &d_hi);
-      const float32x4_t da = vdupq_n_f32(x[g].d);
+      const float32x4_t da = vdupq_n_f32(xd[g]);
       acc_lo = vfmaq_f32(acc_lo, vcvtq_f32_s32(Sum4(s)), vmulq_f32(d_lo, da));
       acc_hi = vfmaq_f32(acc_hi, vcvtq_f32_s32(Sum4(s + 4)), vmulq_f32(d_hi, da));
     }
@@ -92,6 +93,8 @@ struct W8PairTiles : W8A16Tiles {
   static void Tile(const std::byte* block, int64_t groups, int i, const BlockQ16A* const* xt,
                    float out[2][kTileTokens[0]]) {
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    const float* xd[4];
+    for (int t = 0; t < 4; ++t) xd[t] = Q16Scales(xt[t], groups);
     const std::byte* tile = block;
     for (int64_t g = 0; g < groups; ++g, tile += kW8TileBytes) {
       int16x8_t h0[4], h1[4];
@@ -105,7 +108,7 @@ struct W8PairTiles : W8A16Tiles {
         LoadQ16(xt[t][g], xv);
         s0[t] = DotQ16(h0, xv);
         s1[t] = DotQ16(h1, xv);
-        da[t] = xt[t][g].d;
+        da[t] = xd[t][g];
       }
       float32x4_t d_lo, d_hi;
       LoadScales(tile, &d_lo, &d_hi);

@@ -238,7 +238,9 @@ void AttnValuesNeon(const float* p, const T* v, int64_t ldv, int64_t d, int64_t 
 namespace neon {
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out) { QuantizeQ8ANeon(x, n, out); }
 // Q16A: the scalar reference itself (one pass over each activation row, not a hot loop).
-void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out) { scalar::QuantizeQ16A(x, n, out); }
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* qs, float* d) {
+  scalar::QuantizeQ16A(x, n, qs, d);
+}
 void ConvertF16(const float* x, int64_t n, uint16_t* out) { ConvertF16Neon(x, n, out); }
 void ConvertBf16(const float* x, int64_t n, uint16_t* out) { ConvertBf16Neon(x, n, out); }
 float SumSquares(const float* x, int64_t n) { return SumSquaresNeon(x, n); }

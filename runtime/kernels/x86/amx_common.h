@@ -14,9 +14,11 @@
 // Blocking: per pair of row blocks, per block of at most kAmxSuperTokens tokens, per K slice
 // (Kernel::kSliceGroups groups, L1/L2-resident once repacked): the token tiles of 16 sweep
 // the slice with their 16 x 16 fp32 accumulators in registers, kept between slices in a
-// stack buffer. Weights are read from memory once per super block; activations come from
-// L2. A token count that is not a multiple of 16 ends with a tile overlapping the one
-// before it (its first tokens are computed again and not stored: same bits either way).
+// stack buffer. Weights are read from memory once per super block, and the weights of the
+// next repack are prefetched into L2 while the token tiles run (else the repack waits for
+// memory: W8A16 pp128 paired median 1.06 over 15 rounds, docs/benchmarks.md); activations
+// come from L2. A token count that is not a multiple of 16 ends with a tile overlapping the
+// one before it (its first tokens are computed again and not stored: same bits either way).
 // Fewer than 16 tokens run the AVX-512 GEMM (Kernel::Narrow).
 //
 // Per translation unit (kernel_tiers.h): everything here is in an unnamed namespace and
@@ -85,7 +87,7 @@ inline void SaveAcc(const __m512 acc[kAmxTokens], int skip, float* buf) {
 
 // Kernel::Batch<N> for the last, shorter batch of a slice (n = 1 .. kBatch - 1 groups).
 template <class Kernel, int N>
-inline void TailBatch(int64_t n, const typename Kernel::Act* x, int64_t ldx, const int8_t* bq,
+inline void TailBatch(int64_t n, typename Kernel::TileAct x, int64_t ldx, const int8_t* bq,
                       const __m512* wd, int64_t g, __m512 acc[kAmxTokens]) {
   if constexpr (N > 0) {
     if (n == N) {
@@ -100,7 +102,7 @@ inline void TailBatch(int64_t n, const typename Kernel::Act* x, int64_t ldx, con
 // slice's ng groups: the accumulators from the buffer (or zero), Kernel::Batch<N> over
 // batches of Kernel::kBatch groups, then tokens [skip, 16) back to the buffer.
 template <class Kernel>
-inline void AmxTile(const typename Kernel::Act* x, int64_t ldx, const int8_t* bq, const __m512* wd,
+inline void AmxTile(typename Kernel::TileAct x, int64_t ldx, const int8_t* bq, const __m512* wd,
                     int64_t ng, bool first, float* accbuf, int skip) {
   __m512 acc[kAmxTokens];
   LoadAcc(accbuf, first, acc);
@@ -112,11 +114,43 @@ inline void AmxTile(const typename Kernel::Act* x, int64_t ldx, const int8_t* bq
   SaveAcc(acc, skip, accbuf);
 }
 
-// The driver (header comment). Kernel names Act, kTileBytes (packed bytes per tile of 8 rows
-// x 32 columns), kSliceGroups, kRepackBytes (repacked bytes per group of a row-block pair),
-// kBatch (groups per batch of tile products), Config(), Repack(block_a, block_b, ng, bq, wd),
-// Batch<N>(x, ldx, bq, wd, g, acc) (groups [g, g + N) of a token tile into acc) and Narrow
-// (the AVX-512 GEMM).
+// The weights the next repack reads, to prefetch while the token tiles run: slice
+// [gs, gs + Kernel::kSliceGroups) of row blocks b (and b + 1 if it holds rows below r1), or,
+// past the last slice, the first slice of the next pair of row blocks; none after the last.
+struct NextWeights {
+  const std::byte* a = nullptr;
+  const std::byte* b = nullptr;
+  int64_t bytes = 0;
+
+  // Part `part` of `parts` of both ranges into L2 (prefetches never fault).
+  void Prefetch(int64_t part, int64_t parts) const {
+    const int64_t lines = (bytes + 63) / 64;
+    for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(a) + 64 * l, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(b) + 64 * l, _MM_HINT_T1);
+    }
+  }
+};
+
+template <class Kernel>
+NextWeights NextRepack(const PackedMatrix& w, int64_t block_bytes, int64_t groups, int64_t b,
+                       int64_t gs, int64_t r1) {
+  if (gs >= groups) {
+    b += 2;
+    gs = 0;
+  }
+  if (b * kRowInterleave >= r1) return {};
+  const std::byte* a = w.data + b * block_bytes + gs * Kernel::kTileBytes;
+  const std::byte* second = (b + 1) * kRowInterleave < r1 ? a + block_bytes : a;
+  return {a, second, Min64(Kernel::kSliceGroups, groups - gs) * Kernel::kTileBytes};
+}
+
+// The driver (header comment). Kernel names Act, TileAct (a token tile's activations from a
+// group on, as TileAt(x, ldx, groups, token, group) gives them), kTileBytes (packed bytes
+// per tile of 8 rows x 32 columns), kSliceGroups, kRepackBytes (repacked bytes per group of
+// a row-block pair), kBatch (groups per batch of tile products), Config(),
+// Repack(block_a, block_b, ng, bq, wd), Batch<N>(tile_act, ldx, bq, wd, g, acc) (groups
+// [g, g + N) of a token tile into acc) and Narrow (the AVX-512 GEMM).
 template <class Kernel>
 void GemmAmx(const PackedMatrix& w, const typename Kernel::Act* x, int64_t ldx, int64_t n, float* y,
              int64_t ldy, int64_t r0, int64_t r1) {
@@ -143,10 +177,13 @@ void GemmAmx(const PackedMatrix& w, const typename Kernel::Act* x, int64_t ldx, 
       for (int64_t gs = 0; gs < groups; gs += Kernel::kSliceGroups) {
         const int64_t ng = Min64(Kernel::kSliceGroups, groups - gs);
         Kernel::Repack(block + gs * Kernel::kTileBytes, next + gs * Kernel::kTileBytes, ng, bq, wd);
-        for (int64_t t0 = s0; t0 < s1; t0 += kAmxTokens) {
+        const NextWeights ahead = NextRepack<Kernel>(w, block_bytes, groups, b, gs + ng, r1);
+        const int64_t tiles = (s1 - s0 + kAmxTokens - 1) / kAmxTokens;
+        for (int64_t t0 = s0, i = 0; t0 < s1; t0 += kAmxTokens, ++i) {
           const int64_t tt = Min64(t0, s1 - kAmxTokens);  // the last tile may overlap
-          AmxTile<Kernel>(x + tt * ldx + gs, ldx, bq, wd, ng, gs == 0, acc + (tt - s0) * kAmxRows,
-                          static_cast<int>(t0 - tt));
+          ahead.Prefetch(i, tiles);
+          AmxTile<Kernel>(Kernel::TileAt(x, ldx, groups, tt, gs), ldx, bq, wd, ng, gs == 0,
+                          acc + (tt - s0) * kAmxRows, static_cast<int>(t0 - tt));
         }
       }
       for (int64_t t = s0; t < s1; ++t) {

@@ -71,6 +71,10 @@ inline void ScaleGroup(const int32_t* c, __m512 dw, const BlockQ8A* xg, int64_t 
 
 struct W4Amx {
   using Act = BlockQ8A;
+  using TileAct = const BlockQ8A*;
+  static TileAct TileAt(const BlockQ8A* x, int64_t ldx, int64_t /*groups*/, int64_t t, int64_t g) {
+    return x + t * ldx + g;
+  }
   static constexpr int64_t kTileBytes = kW4TileBytes;
   static constexpr int64_t kSliceGroups = 64;  // 32 KiB of B tiles
   static constexpr int64_t kRepackBytes = kBBytes;

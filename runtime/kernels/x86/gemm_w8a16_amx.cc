@@ -1,8 +1,9 @@
 // AMX-INT8 W8A16 GEMM (prefill), on the driver of amx_common.h.
 // The tiles multiply bytes, the activations are int16 (BlockQ16A). Each activation is, as
 // the bytes in memory, a = lo + 256 hi (lo unsigned, hi signed), so one group's 32 int16 are
-// one 64-byte A row read in place, and two dot products against "spread" weights give the
-// exact int32 group dot without splitting the activations:
+// one 64-byte A row read in place (one cache line: the Q16 row layout, layout.h), and two dot
+// products against "spread" weights give the exact int32 group dot without splitting the
+// activations:
 //   B_lo row kk, weight row n: [w(2kk), 0, w(2kk+1), 0]  TDPBUSD (A unsigned): sum w lo
 //   B_hi row kk, weight row n: [0, w(2kk), 0, w(2kk+1)]  TDPBSSD (A signed):   sum w hi
 //   isum = 256 * sum w hi + sum w lo = sum w a   (|isum| < 2^27: exact in int32)
@@ -55,15 +56,16 @@ inline void DotBatch(const BlockQ16A* xg, int64_t ldxb, const int8_t* bg, int32_
   }
 }
 
-// acc[t] = fma(float(256 hi[t][.] + lo[t][.]), d_w * d_a(t), acc[t]) for the tile's tokens.
-inline void ScaleGroup(const int32_t* lo, const int32_t* hi, __m512 dw, const BlockQ16A* xg,
-                       int64_t ldx, __m512 acc[kAmxTokens]) {
+// acc[t] = fma(float(256 hi[t][.] + lo[t][.]), d_w * d_a(t), acc[t]) for the tile's tokens
+// (d_a(t) = da[t * lda]).
+inline void ScaleGroup(const int32_t* lo, const int32_t* hi, __m512 dw, const float* da,
+                       int64_t lda, __m512 acc[kAmxTokens]) {
 #pragma GCC unroll 16
   for (int t = 0; t < kAmxTokens; ++t) {
     const __m512i isum =
         _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(hi + kAmxRows * int64_t{t}), 8),
                          _mm512_load_si512(lo + kAmxRows * int64_t{t}));
-    const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(xg[t * ldx].d));
+    const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(da[t * lda]));
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[t]);
   }
 }
@@ -97,8 +99,19 @@ inline void Transpose16x16(__m512i r[16]) {
   }
 }
 
+// A token tile's Q16 activations from a group on: the quants (rows ldx blocks apart) and
+// their scales (rows ldx * kQ16ScalesPerBlock floats apart).
+struct Q16Tile {
+  const BlockQ16A* qs;
+  const float* d;
+};
+
 struct W8Amx {
   using Act = BlockQ16A;
+  using TileAct = Q16Tile;
+  static Q16Tile TileAt(const BlockQ16A* x, int64_t ldx, int64_t groups, int64_t t, int64_t g) {
+    return {x + t * ldx + g, Q16Scales(x + t * ldx, groups) + g};
+  }
   static constexpr int64_t kTileBytes = kW8TileBytes;
   // 24 KiB of B tiles: with a token tile's 13 KiB of activations the slice fits the 48 KiB
   // L1. 16 groups (32 + 17 KiB) did not: W8A16 pp128 with `ari-perf -t 2 -p 128 -n 0 -r 5`
@@ -143,12 +156,14 @@ struct W8Amx {
   // Groups [g, g + N) of a token tile (x: token 0 at the slice's first group): the tile
   // products and stores, then the scaling in group order.
   template <int N>
-  static void Batch(const BlockQ16A* x, int64_t ldx, const int8_t* bq, const __m512* wd, int64_t g,
+  static void Batch(Q16Tile x, int64_t ldx, const int8_t* bq, const __m512* wd, int64_t g,
                     __m512 acc[kAmxTokens]) {
     alignas(64) int32_t c[2 * N][kCInts];
-    DotBatch<N>(x + g, ldx * static_cast<int64_t>(sizeof(BlockQ16A)), bq + g * kBBytes, c);
+    DotBatch<N>(x.qs + g, ldx * static_cast<int64_t>(sizeof(BlockQ16A)), bq + g * kBBytes, c);
 #pragma GCC unroll 2
-    for (int i = 0; i < N; ++i) ScaleGroup(c[2 * i], c[2 * i + 1], wd[g + i], x + g + i, ldx, acc);
+    for (int i = 0; i < N; ++i) {
+      ScaleGroup(c[2 * i], c[2 * i + 1], wd[g + i], x.d + g + i, ldx * kQ16ScalesPerBlock, acc);
+    }
   }
 
   static constexpr auto Narrow = avx512::GemmW8A16;  // fewer than 16 tokens

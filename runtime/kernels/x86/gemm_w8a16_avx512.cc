@@ -52,9 +52,10 @@ constexpr int64_t kGemvPrefetchTiles = 12;
 constexpr int kGemvStreams = 3;
 
 void GemvQ16x512(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
+  const float* da = Q16Scales(x, Groups(w.cols));
   GemvRowBlocks<kW8TileBytes, kGemvPrefetchTiles, kGemvStreams>(
-      w, y, r0,
-      r1, [x](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
+      w, y, r0, r1,
+      [ x, da ](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
         const __m512i xv = _mm512_loadu_si512(x[g].qs);
         __m512i p[kRowInterleave];
 #pragma GCC unroll 8
@@ -62,7 +63,7 @@ void GemvQ16x512(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0
           const auto* q = reinterpret_cast<const __m256i*>(tile + 16 + int64_t{32} * i);
           p[i] = _mm512_madd_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256(q)), xv);
         }
-        return W8Accumulate(SumRows8x16(p), LoadRowScales(tile), x[g].d, acc);
+        return W8Accumulate(SumRows8x16(p), LoadRowScales(tile), da[g], acc);
       });
 }
 
@@ -92,7 +93,7 @@ inline void RepackPairs512(const std::byte* a, const std::byte* b, int64_t ng, _
 
 // NT tokens x 16 rows over ng groups; acc[t] in / out through accbuf (16 floats per token).
 template <int NT>
-inline void PairTile512(const __m512i* wq, const __m512* wd, int64_t ng, const BlockQ16A* const* xt,
+inline void PairTile512(const __m512i* wq, const __m512* wd, int64_t ng, const Q16Token* xt,
                         bool first, float* accbuf) {
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) {
@@ -106,12 +107,12 @@ inline void PairTile512(const __m512i* wq, const __m512* wd, int64_t ng, const B
       const __m512i wv = _mm512_load_si512(wq + p);
 #pragma GCC unroll 12
       for (int t = 0; t < NT; ++t) {
-        const __m512i xv = _mm512_broadcastd_epi32(_mm_loadu_si32(xt[t][g].qs + int64_t{2} * p));
+        const __m512i xv = _mm512_broadcastd_epi32(_mm_loadu_si32(xt[t].qs[g].qs + int64_t{2} * p));
         isum[t] = _mm512_dpwssd_epi32(isum[t], wv, xv);
       }
     }
     for (int t = 0; t < NT; ++t) {
-      const __m512 scale = _mm512_mul_ps(wd[g], _mm512_set1_ps(xt[t][g].d));
+      const __m512 scale = _mm512_mul_ps(wd[g], _mm512_set1_ps(xt[t].d[g]));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), scale, acc[t]);
     }
   }
@@ -128,8 +129,8 @@ struct Q16BlockPairTiles {
     RepackPairs512(a, b, ng, wq, wd);
   }
   template <int NT>
-  static void Tile(const __m512i* wq, const __m512* wd, int64_t ng, const BlockQ16A* const* xt,
-                   bool first, float* accbuf) {
+  static void Tile(const __m512i* wq, const __m512* wd, int64_t ng, const Q16Token* xt, bool first,
+                   float* accbuf) {
     PairTile512<NT>(wq, wd, ng, xt, first, accbuf);
   }
   static void Store(const float* acc, float* y, int64_t b, bool pair, int64_t r0, int64_t r1) {

@@ -69,7 +69,7 @@ void QuantizeQ8AAvx2(const float* x, int64_t n, BlockQ8A* out) {
 }
 
 // As QuantizeQ16AScalar: the same max, quotients and round-to-nearest-even (cvtps).
-void QuantizeQ16AAvx2(const float* x, int64_t n, BlockQ16A* out) {
+void QuantizeQ16AAvx2(const float* x, int64_t n, BlockQ16A* qs, float* ds) {
   for (int64_t g = 0; g < n / kGroup; ++g) {
     const float* xg = x + g * kGroup;
     __m256 v[4];
@@ -81,10 +81,9 @@ void QuantizeQ16AAvx2(const float* x, int64_t n, BlockQ16A* out) {
     // packs works per 128-bit lane: [0-3 4-7 | 8-11 12-15] after the permute below.
     const __m256i p01 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8);
     const __m256i p23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8);
-    BlockQ16A& b = out[g];
-    b.d = d;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.qs), p01);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.qs + 16), p23);
+    ds[g] = d;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs[g].qs), p01);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs[g].qs + 16), p23);
   }
 }
 
@@ -256,7 +255,9 @@ void AttnValuesAvx2(const float* p, const T* v, int64_t ldv, int64_t d, int64_t 
 
 namespace avx2 {
 void QuantizeQ8A(const float* x, int64_t n, BlockQ8A* out) { QuantizeQ8AAvx2(x, n, out); }
-void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* out) { QuantizeQ16AAvx2(x, n, out); }
+void QuantizeQ16A(const float* x, int64_t n, BlockQ16A* qs, float* d) {
+  QuantizeQ16AAvx2(x, n, qs, d);
+}
 void ConvertF16(const float* x, int64_t n, uint16_t* out) { ConvertF16Avx2(x, n, out); }
 void ConvertBf16(const float* x, int64_t n, uint16_t* out) { ConvertBf16Avx2(x, n, out); }
 float SumSquares(const float* x, int64_t n) { return SumSquaresAvx2(x, n); }

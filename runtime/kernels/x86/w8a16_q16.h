@@ -45,9 +45,10 @@ inline __m256i RowDotQ16(const std::byte* q, __m256i xa, __m256i xb) {
 // EPYC (Zen 5) host, TinyLlama W8A16, 2 threads, 1 -> 2 streams: 26.2 / 26.9 / 26.8 ->
 // 29.8 / 27.9 / 32.3 t/s (docs/benchmarks.md).
 inline void GemvQ16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t r0, int64_t r1) {
+  const float* da = Q16Scales(x, Groups(w.cols));
   GemvRowBlocks<kW8TileBytes, 4, 2>(
       w, y, r0,
-      r1, [x](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
+      r1, [=](const std::byte* tile, int64_t g, __m256 acc) __attribute__((always_inline)) {
         const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[g].qs));
         const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[g].qs + 16));
         __m256i p[kRowInterleave];
@@ -55,7 +56,7 @@ inline void GemvQ16(const PackedMatrix& w, const BlockQ16A* x, float* y, int64_t
         for (int i = 0; i < kRowInterleave; ++i) {
           p[i] = RowDotQ16(tile + 16 + int64_t{32} * i, xa, xb);
         }
-        return W8Accumulate(SumRows8(p), LoadRowScales(tile), x[g].d, acc);
+        return W8Accumulate(SumRows8(p), LoadRowScales(tile), da[g], acc);
       });
 }
 
@@ -106,16 +107,22 @@ inline void RepackPairs(const std::byte* tile, int64_t ng, __m256i* wq, __m256* 
   }
 }
 
+// One token's activations from a K slice's first group on: its quants and their scales.
+struct Q16Token {
+  const BlockQ16A* qs;
+  const float* d;
+};
+
 inline __m256i BcastPair(const int16_t* qs) {
   int32_t v = 0;
   std::memcpy(&v, qs, 4);
   return _mm256_set1_epi32(v);
 }
 
-// NT tokens (xt[t] = the token's blocks at the slice's first group) x one row block over
-// ng groups; acc[t] (8 rows) in/out through accbuf.
+// NT tokens (xt[t] = the token's activations at the slice's first group) x one row block
+// over ng groups; acc[t] (8 rows) in/out through accbuf.
 template <int NT>
-inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const BlockQ16A* const* xt,
+inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const Q16Token* xt,
                      bool first, float* accbuf) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) {
@@ -123,17 +130,17 @@ inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const Bloc
   }
   for (int64_t g = 0; g < ng; ++g, wq += 16) {
     __m256i isum[NT];
-    for (int t = 0; t < NT; ++t) isum[t] = _mm256_madd_epi16(wq[0], BcastPair(xt[t][g].qs));
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_madd_epi16(wq[0], BcastPair(xt[t].qs[g].qs));
 #pragma GCC unroll 15
     for (int p = 1; p < 16; ++p) {
       const __m256i wv = _mm256_load_si256(wq + p);
 #pragma GCC unroll 12
       for (int t = 0; t < NT; ++t) {
-        isum[t] = DotPairs(isum[t], wv, BcastPair(xt[t][g].qs + int64_t{2} * p));
+        isum[t] = DotPairs(isum[t], wv, BcastPair(xt[t].qs[g].qs + int64_t{2} * p));
         KeepInRegister(isum[t]);  // one accumulator per token, no spilled add tree
       }
     }
-    for (int t = 0; t < NT; ++t) acc[t] = W8Accumulate(isum[t], wd[g], xt[t][g].d, acc[t]);
+    for (int t = 0; t < NT; ++t) acc[t] = W8Accumulate(isum[t], wd[g], xt[t].d[g], acc[t]);
   }
   for (int t = 0; t < NT; ++t) _mm256_store_ps(accbuf + int64_t{8} * t, acc[t]);
 }
@@ -144,18 +151,20 @@ inline void PairTile(const __m256i* wq, const __m256* wd, int64_t ng, const Bloc
 // K::Tile<NT> over token tiles of K::kTokens (the tail: the widest NT that fits), then
 // K::Store of each token's rows. K also names the repacked types WVec (16 per group) and
 // DVec (row scales, one per group).
+// x: the tile's first token's Q16 row, `groups` of them; gs: the slice's first group.
 template <class K, int NT>
-inline void RunQ16Tile(int nt, const BlockQ16A* x, int64_t ldx, int64_t gs,
+inline void RunQ16Tile(int nt, const BlockQ16A* x, int64_t ldx, int64_t groups, int64_t gs,
                        const typename K::WVec* wq, const typename K::DVec* wd, int64_t ng,
                        bool first, float* accbuf) {
   if constexpr (NT > 1) {
     if (nt < NT) {
-      RunQ16Tile<K, NT - 1>(nt, x, ldx, gs, wq, wd, ng, first, accbuf);
+      RunQ16Tile<K, NT - 1>(nt, x, ldx, groups, gs, wq, wd, ng, first, accbuf);
       return;
     }
   }
-  const BlockQ16A* xt[NT];
-  for (int t = 0; t < NT; ++t) xt[t] = x + t * ldx + gs;
+  const float* da = Q16Scales(x, groups) + gs;
+  Q16Token xt[NT];
+  for (int t = 0; t < NT; ++t) xt[t] = {x + t * ldx + gs, da + t * ldx * kQ16ScalesPerBlock};
   K::template Tile<NT>(wq, wd, ng, xt, first, accbuf);
 }
 
@@ -180,7 +189,7 @@ void GemmQ16Blocks(const PackedMatrix& w, const BlockQ16A* x, int64_t ldx, int64
         K::Repack(block + gs * kW8TileBytes, next + gs * kW8TileBytes, ng, wq, wd);
         for (int64_t t0 = 0; t0 < ns; t0 += K::kTokens) {
           const int nt = static_cast<int>(Min64(K::kTokens, ns - t0));
-          RunQ16Tile<K, K::kTokens>(nt, x + (s0 + t0) * ldx, ldx, gs, wq, wd, ng, gs == 0,
+          RunQ16Tile<K, K::kTokens>(nt, x + (s0 + t0) * ldx, ldx, groups, gs, wq, wd, ng, gs == 0,
                                     accbuf + t0 * kRows);
         }
       }
@@ -203,8 +212,8 @@ struct Q16BlockTiles {
     RepackPairs(a, ng, wq, wd);
   }
   template <int NT>
-  static void Tile(const __m256i* wq, const __m256* wd, int64_t ng, const BlockQ16A* const* xt,
-                   bool first, float* accbuf) {
+  static void Tile(const __m256i* wq, const __m256* wd, int64_t ng, const Q16Token* xt, bool first,
+                   float* accbuf) {
     PairTile<NT>(wq, wd, ng, xt, first, accbuf);
   }
   static void Store(const float* acc, float* y, int64_t b, bool /*pair*/, int64_t r0, int64_t r1) {
