@@ -38,7 +38,7 @@
 // blocks, G * 68 bytes when G % 16 == 0 (Q16Scales finds the scales). So every group's
 // 64 bytes start 64-byte aligned when the row does: one cache line per group for the AMX
 // tile rows (a 68-byte block with d first split 15 of 16 groups over two lines; aligned,
-// the AMX GEMM ran 9-10% faster, docs/benchmarks.md) and for the 512-bit loads.
+// the AMX GEMM ran 10-14% faster, docs/benchmarks.md) and for the vector loads.
 // 16-bit integers rather than fp16 so the weight x activation products are exact
 // int32 dot products (vpmaddwd / vpdpwssd on x86, smlal on ARM) instead of an fp32 FMA per
 // weight: the kernels do 2-4x fewer operations per weight and W8A16 decode streams at the

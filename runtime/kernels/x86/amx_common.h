@@ -16,7 +16,7 @@
 // the slice with their 16 x 16 fp32 accumulators in registers, kept between slices in a
 // stack buffer. Weights are read from memory once per super block, and the weights of the
 // next repack are prefetched into L2 while the token tiles run (else the repack waits for
-// memory: W8A16 pp128 paired median 1.06 over 15 rounds, docs/benchmarks.md); activations
+// memory: W8A16 pp128 paired median 1.05 over 8 rounds, docs/benchmarks.md); activations
 // come from L2. A token count that is not a multiple of 16 ends with a tile overlapping the
 // one before it (its first tokens are computed again and not stored: same bits either way).
 // Fewer than 16 tokens run the AVX-512 GEMM (Kernel::Narrow).
