@@ -79,8 +79,9 @@ struct BlockQ8A {
 };
 static_assert(sizeof(BlockQ8A) == 40);
 
-// W8A16 activation group's quants (its scale is in the row's scales, Q16Scales).
-struct BlockQ16A {
+// W8A16 activation group's quants (its scale is in the row's scales, Q16Scales). Aligned
+// as a float, so a row that is aligned as its type has aligned scales.
+struct alignas(alignof(float)) BlockQ16A {
   int16_t qs[kGroup];
 };
 static_assert(sizeof(BlockQ16A) == 64);
