@@ -117,6 +117,8 @@ inline void AmxTile(typename Kernel::TileAct x, int64_t ldx, const int8_t* bq, c
 // The weights the next repack reads, to prefetch while the token tiles run: slice
 // [gs, gs + Kernel::kSliceGroups) of row blocks b (and b + 1 if it holds rows below r1), or,
 // past the last slice, the first slice of the next pair of row blocks; none after the last.
+// (With more than kAmxSuperTokens tokens the next super block first re-reads this pair,
+// from cache; the next pair's first slice is then fetched early, not wrongly.)
 struct NextWeights {
   const std::byte* a = nullptr;
   const std::byte* b = nullptr;
