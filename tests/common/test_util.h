@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace ari::testing {
 
@@ -53,11 +54,43 @@ inline std::filesystem::path SourceDir() {
   return std::filesystem::current_path();
 }
 
-// A fresh scratch directory for this test process (removed by the caller if wanted).
+// The scratch directories TempDir made in this process, removed when it exits normally
+// (a failed test included; a crash leaves them). A forked child that exits does not remove
+// its parent's. ARI_KEEP_TEMP=1 keeps them for a look afterwards.
+class TempDirRegistry {
+ public:
+  static TempDirRegistry& Get() {
+    static TempDirRegistry r;
+    return r;
+  }
+  void Add(const std::filesystem::path& dir) {
+    for (const auto& d : dirs_) {
+      if (d == dir) return;
+    }
+    dirs_.push_back(dir);
+  }
+  ~TempDirRegistry() {
+    const char* keep = std::getenv("ARI_KEEP_TEMP");
+    if (getpid() != owner_ || (keep && std::string(keep) == "1")) return;
+    std::error_code ec;  // best effort: a directory already gone is fine
+    for (const auto& d : dirs_) std::filesystem::remove_all(d, ec);
+  }
+  TempDirRegistry(const TempDirRegistry&) = delete;
+  TempDirRegistry& operator=(const TempDirRegistry&) = delete;
+
+ private:
+  TempDirRegistry() = default;
+  pid_t owner_ = getpid();
+  std::vector<std::filesystem::path> dirs_;
+};
+
+// A fresh scratch directory for this test process, removed when the process exits
+// (TempDirRegistry).
 inline std::filesystem::path TempDir(const std::string& tag) {
   auto dir =
       std::filesystem::temp_directory_path() / ("ari_" + tag + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
+  TempDirRegistry::Get().Add(dir);
   return dir;
 }
 

@@ -32,6 +32,7 @@ inline std::filesystem::path DiskTempDir(const std::string& tag) {
   auto alt = std::filesystem::path(bin && *bin ? bin : ".") /
              ("tmp_" + tag + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(alt);
+  TempDirRegistry::Get().Add(alt);
   return alt;
 }
 
