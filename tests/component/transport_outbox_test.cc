@@ -74,6 +74,25 @@ long ReadCount(const fs::path& p) {
   return n;
 }
 
+// The child rewrites the file every 5 ms; a read that lands on the truncation retries.
+long ReadCountSettled(const fs::path& p) {
+  long n = ReadCount(p);
+  for (int i = 0; i < 100 && n < 0; ++i) {
+    std::this_thread::sleep_for(2ms);
+    n = ReadCount(p);
+  }
+  return n;
+}
+
+// Kills and reaps the child reader however the test leaves its scope (an ASSERT included).
+struct ChildReaper {
+  pid_t pid;
+  ~ChildReaper() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+};
+
 TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
   const std::string domain_id = std::to_string(ari::testing::TestDomainId());
   const fs::path count_file =
@@ -89,6 +108,7 @@ TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
     _exit(127);
   }
   ASSERT_GT(child, 0);
+  const ChildReaper reaper{child};
   // Loopback config + 8 kB non-adaptive writer-history watermarks (as chunk_throttle_test).
   const fs::path cfg = ari::testing::WriteSmallWhcConfig("outbox");
   dds::DomainOptions d;
@@ -103,7 +123,25 @@ TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
     (*t)->SetPublishFailureHandler(
         [&](const ari::component::Error&, const ari_TokenChunk&) { failures.fetch_add(1); });
     for (int i = 0; i < 400 && ReadCount(count_file) < 0; ++i) std::this_thread::sleep_for(25ms);
-    std::this_thread::sleep_for(1500ms);  // discovery both ways, the reader acknowledges
+    // The set-up needs the writer matched with the reader before the freeze, else nothing
+    // throttles it (a fixed wait was too short once under ASan with -j2). A volatile probe
+    // chunk reaches the reader only once the writer has matched it: probe until one arrives.
+    long probes_got = 0;
+    for (int i = 0; i < 200 && probes_got < 1; ++i) {
+      auto probe = (*t)->PublishInPlace([&](ari_TokenChunk& c) {
+        c = ari_TokenChunk{};
+        const dds::InstanceKey key = dds::KeyOfName("probe-" + std::to_string(i));
+        c.key_hi = key.hi;
+        c.key_lo = key.lo;
+        c.terminal = true;
+      });
+      ASSERT_TRUE(probe.has_value()) << probe.error().ToString();
+      std::this_thread::sleep_for(100ms);
+      probes_got = ReadCountSettled(count_file);
+    }
+    ASSERT_GE(probes_got, 1) << "the reader never received a probe chunk in 20 s";
+    std::this_thread::sleep_for(500ms);  // the probes in flight arrive, the reader acknowledges
+    probes_got = ReadCountSettled(count_file);
     kill(child, SIGSTOP);
     double worst_ms = 0;
     for (int i = 0; i < kChunks; ++i) {
@@ -126,17 +164,17 @@ TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
     kill(child, SIGCONT);
     EXPECT_TRUE((*t)->FlushOutbox(20000ms)) << "the outbox did not drain";
     long got = -1;
-    for (int i = 0; i < 400 && (got = ReadCount(count_file)) < kChunks; ++i) {
+    for (int i = 0; i < 400 && (got = ReadCount(count_file) - probes_got) < kChunks; ++i) {
       std::this_thread::sleep_for(25ms);
     }
     const ari::component::NodeTransportStats s = (*t)->stats();
     std::printf(
         "[ measure  ] frozen reader, throttled KEEP_ALL writer: %d chunks published, "
         "worst call %.1f ms, %llu queued (at most %llu at once), %llu retries; after "
-        "SIGCONT the reader got %ld, %d lost\n",
+        "SIGCONT the reader got %ld (after %ld probe chunks), %d lost\n",
         kChunks, worst_ms, static_cast<unsigned long long>(queued.chunks_queued),
         static_cast<unsigned long long>(s.outbox_max),
-        static_cast<unsigned long long>(s.publish_retries), got, failures.load());
+        static_cast<unsigned long long>(s.publish_retries), got, probes_got, failures.load());
     EXPECT_LT(worst_ms, kMaxCallMs);
     EXPECT_GT(queued.chunks_queued, 0u) << "the writer was never throttled: the set-up failed";
     EXPECT_GT(s.publish_retries, 0u) << "the retries ran on the publisher thread";
@@ -144,8 +182,6 @@ TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
     EXPECT_EQ(got, kChunks);
     EXPECT_EQ(failures.load(), 0);
   }
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
   fs::remove(cfg, ec);
   fs::remove(count_file, ec);
 }
