@@ -1,10 +1,15 @@
 // AArch64 NEON + dot product (armv8.2-a+dotprod) W4A8 kernels. The packed W4 layout puts,
 // for each v = 0..3 and half h, 4 consecutive quants of rows 4h .. 4h+3 in the four 4-byte
-// lanes of 16 bytes (layout.h), so `sdot` against a broadcast 4-byte activation quad adds
-// each row's 4 products into that row's own int32 lane: 16 sdot per group give the exact
-// group dots of all 8 rows, no horizontal reduction. Then fma(float(isum - 8 sum),
-// d_w * d_a, acc) per group as in the scalar reference: bit-identical results. The GEMM is
-// the micro-kernel W4BlockTiles (8 rows x 4 tokens) in the loops of gemm_driver.h.
+// lanes of 16 bytes (layout.h), so `sdot` against one 4-byte activation quad (by element:
+// lane v of the register holding the token's quants 0-15 or 16-31) adds each row's 4
+// products into that row's own int32 lane: 16 sdot per group give the exact group dots of
+// all 8 rows, no horizontal reduction. Then fma(float(isum - 8 sum), d_w * d_a, acc) per
+// group as in the scalar reference: bit-identical results. The GEMM is the micro-kernel
+// W4BlockTiles (8 rows x 4 tokens) in the loops of gemm_driver.h.
+// By element instead of broadcast quads (32 `ld1r` per group for 4 tokens, now 8 `ldr q`):
+// the 4-token group loop went from 272 instructions with 56 q-register stack accesses to
+// 188 with 27, the GEMV's from 70 to 59 (g++ 12 -O3, scripts/loop_stats.py on this
+// file's object, docs/deployment.md). Not timed: no ARM hardware here, only qemu.
 //
 // W8A16 and the element-wise kernels of this tier are the baseline NEON ones.
 // ISA-specific file: no std:: templates, nothing runs before the tier is checked.
@@ -17,32 +22,42 @@
 namespace ari::runtime::kernels::internal {
 namespace {
 
+// Quad v of every group dot: the weights' quants 4v .. 4v+3 and 16+4v .. 16+4v+3 of each
+// row (both halves h) against lane v of the token's activations (by-element `sdot`: the
+// 4 activation bytes are read from the register, not broadcast from memory).
+template <int V, int NT>
+inline void QuadDots(const uint8_t* p, const int8x16_t* a_lo, const int8x16_t* a_hi,
+                     int32x4_t isum[][2]) {
+  const uint8x16_t mask = vdupq_n_u8(0x0f);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const uint8x16_t raw = vld1q_u8(p + 32 * V + 16 * h);
+    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(raw, mask));
+    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(raw, 4));
+    for (int t = 0; t < NT; ++t) {
+      isum[t][h] = vdotq_laneq_s32(isum[t][h], lo, a_lo[t], V);
+      isum[t][h] = vdotq_laneq_s32(isum[t][h], hi, a_hi[t], V);
+    }
+  }
+}
+
 // Per token t of the tile: isum[t][h] (rows 4h .. 4h+3) of one group. Nibbles are unpacked
-// once per group and reused for every token.
+// once per quad and reused for every token; each token's 32 activations are two registers
+// (quants 0-15, 16-31) for the whole group.
 template <int NT>
 inline void GroupDots(const std::byte* nibbles, const BlockQ8A* const* xt, int64_t g,
                       int32x4_t isum[][2]) {
-  const uint8x16_t mask = vdupq_n_u8(0x0f);
   const auto* p = reinterpret_cast<const uint8_t*>(nibbles);
-  for (int t = 0; t < NT; ++t) isum[t][0] = isum[t][1] = vdupq_n_s32(0);
-#pragma GCC unroll 4
-  for (int v = 0; v < 4; ++v) {
-    int8x16_t a_lo[NT], a_hi[NT];
-    for (int t = 0; t < NT; ++t) {
-      a_lo[t] = Bcast4(xt[t][g].qs + 4 * v);
-      a_hi[t] = Bcast4(xt[t][g].qs + 16 + 4 * v);
-    }
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const uint8x16_t raw = vld1q_u8(p + 32 * v + 16 * h);
-      const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(raw, mask));
-      const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(raw, 4));
-      for (int t = 0; t < NT; ++t) {
-        isum[t][h] = vdotq_s32(isum[t][h], lo, a_lo[t]);
-        isum[t][h] = vdotq_s32(isum[t][h], hi, a_hi[t]);
-      }
-    }
+  int8x16_t a_lo[NT], a_hi[NT];
+  for (int t = 0; t < NT; ++t) {
+    isum[t][0] = isum[t][1] = vdupq_n_s32(0);
+    a_lo[t] = vld1q_s8(xt[t][g].qs);
+    a_hi[t] = vld1q_s8(xt[t][g].qs + 16);
   }
+  QuadDots<0, NT>(p, a_lo, a_hi, isum);
+  QuadDots<1, NT>(p, a_lo, a_hi, isum);
+  QuadDots<2, NT>(p, a_lo, a_hi, isum);
+  QuadDots<3, NT>(p, a_lo, a_hi, isum);
 }
 
 void GemvW4A8Dotprod(const PackedMatrix& w, const BlockQ8A* x, float* y, int64_t r0, int64_t r1) {
