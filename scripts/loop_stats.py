@@ -77,4 +77,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # output cut short by a pipe (| head)
+        sys.exit(0)
