@@ -6,10 +6,10 @@
 // all 8 rows, no horizontal reduction. Then fma(float(isum - 8 sum), d_w * d_a, acc) per
 // group as in the scalar reference: bit-identical results. The GEMM is the micro-kernel
 // W4BlockTiles (8 rows x 4 tokens) in the loops of gemm_driver.h.
-// By element instead of broadcast quads (32 `ld1r` per group for 4 tokens, now 8 `ldr q`):
-// the 4-token group loop went from 272 instructions with 56 q-register stack accesses to
-// 188 with 27, the GEMV's from 70 to 59 (g++ 12 -O3, scripts/loop_stats.py on this
-// file's object, docs/deployment.md). Not timed: no ARM hardware here, only qemu.
+// By element instead of broadcast quads (for 4 tokens 32 `ldr w` + `dup` per group, now
+// 8 `ldr q`): the 4-token group loop went from 272 instructions with 56 q-register stack
+// accesses to 188 with 27, the GEMV's from 70 to 59 (g++ 12 -O3, scripts/loop_stats.py on
+// this file's object, docs/deployment.md). Not timed: no ARM hardware here, only qemu.
 //
 // W8A16 and the element-wise kernels of this tier are the baseline NEON ones.
 // ISA-specific file: no std:: templates, nothing runs before the tier is checked.
