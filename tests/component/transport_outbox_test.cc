@@ -85,12 +85,22 @@ long ReadCountSettled(const fs::path& p) {
 }
 
 // Kills and reaps the child reader however the test leaves its scope (an ASSERT included).
-struct ChildReaper {
-  pid_t pid;
-  ~ChildReaper() {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
+// Reap() before removing the count file: a live child writes it again within 5 ms.
+class ChildReaper {
+ public:
+  explicit ChildReaper(pid_t pid) : pid_(pid) {}
+  ChildReaper(const ChildReaper&) = delete;
+  ChildReaper& operator=(const ChildReaper&) = delete;
+  ~ChildReaper() { Reap(); }
+  void Reap() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = 0;
   }
+
+ private:
+  pid_t pid_;
 };
 
 TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
@@ -108,7 +118,7 @@ TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
     _exit(127);
   }
   ASSERT_GT(child, 0);
-  const ChildReaper reaper{child};
+  ChildReaper reaper(child);
   // Loopback config + 8 kB non-adaptive writer-history watermarks (as chunk_throttle_test).
   const fs::path cfg = ari::testing::WriteSmallWhcConfig("outbox");
   dds::DomainOptions d;
@@ -182,6 +192,7 @@ TEST(TransportOutbox, ThrottledWriterNeverBlocksThePublisherAndLosesNothing) {
     EXPECT_EQ(got, kChunks);
     EXPECT_EQ(failures.load(), 0);
   }
+  reaper.Reap();
   fs::remove(cfg, ec);
   fs::remove(count_file, ec);
 }
